@@ -1,0 +1,88 @@
+"""Typed errors of the domain and services. The API layers map each to one response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FirstlumeError(Exception):
+    """Base of every expected failure. `code` is stable; `message` is for a person."""
+
+    code = "error"
+    http_status = 400
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(FirstlumeError):
+    code = "not_found"
+    http_status = 404
+
+
+class Unauthenticated(FirstlumeError):
+    code = "unauthenticated"
+    http_status = 401
+
+
+class Forbidden(FirstlumeError):
+    code = "forbidden"
+    http_status = 403
+
+
+class InvalidRequest(FirstlumeError):
+    code = "invalid_request"
+    http_status = 422
+
+
+class Conflict(FirstlumeError):
+    code = "conflict"
+    http_status = 409
+
+
+class AlreadyExists(Conflict):
+    code = "already_exists"
+
+
+class InvalidStatus(Conflict):
+    """The run's current status forbids the request (approve when not awaiting approval, …)."""
+
+    code = "invalid_status"
+
+
+class CannotCancel(InvalidStatus):
+    code = "cannot_cancel"
+
+
+class AcknowledgementRequired(Conflict):
+    code = "acknowledgement_required"
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(
+            "Approval needs every deleted or replaced resource acknowledged; missing: "
+            + ", ".join(missing)
+            + ".",
+            missing=missing,
+        )
+        self.missing = missing
+
+
+class StackLocked(Conflict):
+    code = "stack_locked"
+
+
+class StatusChanged(Conflict):
+    """A compare-and-set lost: somebody changed the run's status first."""
+
+    code = "status_changed"
+
+
+class InvalidTransition(Conflict):
+    code = "invalid_transition"
+
+    def __init__(self, current: Any, target: Any) -> None:
+        super().__init__(f"A run cannot go from {current} to {target}.", current=str(current), target=str(target))
+        self.current = current
+        self.target = target

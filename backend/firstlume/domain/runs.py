@@ -1,0 +1,101 @@
+"""Run types, statuses and the lifecycle diagram of the user documentation, as one table.
+
+queued ─▶ planning ─┬─▶ no_changes                       (no changes)
+                    ├─▶ planned                          (type=plan)
+                    ├─▶ awaiting_approval ─┬─▶ apply_queued ─▶ applying ─▶ applied
+                    │                      └─▶ discarded
+                    ├─▶ apply_queued                     (approval not required)
+                    └─▶ drifted                          (type=drift)
+any running phase ─▶ failed  |  queued/apply_queued ─▶ canceled
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from firstlume.domain.errors import InvalidTransition
+
+
+class RunType(StrEnum):
+    PLAN = "plan"
+    APPLY = "apply"
+    DESTROY = "destroy"
+    DRIFT = "drift"
+
+    @property
+    def intends_to_apply(self) -> bool:
+        return self in (RunType.APPLY, RunType.DESTROY)
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    PLANNING = "planning"
+    NO_CHANGES = "no_changes"
+    PLANNED = "planned"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPLY_QUEUED = "apply_queued"
+    APPLYING = "applying"
+    APPLIED = "applied"
+    DISCARDED = "discarded"
+    DRIFTED = "drifted"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class Phase(StrEnum):
+    """What an executor does: the plan phase or the apply phase of a run."""
+
+    PLAN = "plan"
+    APPLY = "apply"
+
+
+S = RunStatus
+
+TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    S.QUEUED: frozenset({S.PLANNING, S.CANCELED}),
+    S.PLANNING: frozenset(
+        {S.NO_CHANGES, S.PLANNED, S.AWAITING_APPROVAL, S.APPLY_QUEUED, S.DRIFTED, S.FAILED}
+    ),
+    S.AWAITING_APPROVAL: frozenset({S.APPLY_QUEUED, S.DISCARDED}),
+    S.APPLY_QUEUED: frozenset({S.APPLYING, S.CANCELED}),
+    S.APPLYING: frozenset({S.APPLIED, S.FAILED}),
+    S.NO_CHANGES: frozenset(),
+    S.PLANNED: frozenset(),
+    S.APPLIED: frozenset(),
+    S.DISCARDED: frozenset(),
+    S.DRIFTED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELED: frozenset(),
+}
+
+# Named groups. A run holds its stack's lock from the moment it starts planning until it
+# finishes; queued runs wait in arrival order behind it.
+WAITING: frozenset[RunStatus] = frozenset({S.QUEUED})
+HOLDS_LOCK: frozenset[RunStatus] = frozenset({S.PLANNING, S.AWAITING_APPROVAL, S.APPLY_QUEUED, S.APPLYING})
+RUNNING: frozenset[RunStatus] = frozenset({S.PLANNING, S.APPLYING})
+CANCELABLE: frozenset[RunStatus] = frozenset({S.QUEUED, S.APPLY_QUEUED})
+FINISHED: frozenset[RunStatus] = frozenset(s for s, exits in TRANSITIONS.items() if not exits)
+ACTIVE: frozenset[RunStatus] = WAITING | HOLDS_LOCK
+
+# Which phase an executor runs while the run is in a running status.
+PHASE_OF_RUNNING_STATUS: dict[RunStatus, Phase] = {S.PLANNING: Phase.PLAN, S.APPLYING: Phase.APPLY}
+
+
+def can_transition(current: RunStatus, target: RunStatus) -> bool:
+    return target in TRANSITIONS[current]
+
+
+def check_transition(current: RunStatus, target: RunStatus) -> None:
+    if not can_transition(current, target):
+        raise InvalidTransition(current, target)
+
+
+def status_after_plan(run_type: RunType, has_changes: bool, approval_required: bool) -> RunStatus:
+    """Where a successful plan leads, read from the diagram's labels."""
+    if not has_changes:
+        return S.NO_CHANGES
+    if run_type is RunType.PLAN:
+        return S.PLANNED
+    if run_type is RunType.DRIFT:
+        return S.DRIFTED
+    return S.AWAITING_APPROVAL if approval_required else S.APPLY_QUEUED
