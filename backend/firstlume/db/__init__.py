@@ -1,0 +1,1 @@
+"""Persistence: engine and dialect differences, ORM models, migrations."""

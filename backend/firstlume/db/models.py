@@ -1,0 +1,279 @@
+"""ORM models. Secrets and plan artifacts are stored only as ciphertext (see firstlume.crypto)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from firstlume.db.types import UTCDateTime, utcnow
+from firstlume.domain.runs import HOLDS_LOCK
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _id() -> Mapped[str]:
+    return mapped_column(String(32), primary_key=True, default=new_id)
+
+
+class Organization(Base):
+    __tablename__ = "organizations"
+    id: Mapped[str] = _id()
+    slug: Mapped[str] = mapped_column(String(63), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = _id()
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("org_id", "user_id"),)
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(20), default="member")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = _id()
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class Folder(Base):
+    __tablename__ = "folders"
+    __table_args__ = (UniqueConstraint("org_id", "path"),)
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    parent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("folders.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    path: Mapped[str] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+
+class Stack(Base):
+    __tablename__ = "stacks"
+    __table_args__ = (UniqueConstraint("org_id", "slug"),)
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    folder_id: Mapped[str | None] = mapped_column(
+        ForeignKey("folders.id", ondelete="RESTRICT"), nullable=True, index=True
+    )
+    slug: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(200))
+    repository: Mapped[str] = mapped_column(String(2000))
+    branch: Mapped[str] = mapped_column(String(255), default="main")
+    path: Mapped[str] = mapped_column(String(1000), default=".")
+    # Git credentials are write-only: stored sealed, never returned.
+    git_https_token_sealed: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    git_ssh_key_sealed: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Arrival counter: each new run takes the next number under the stack's row lock.
+    run_counter: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Variable(Base):
+    __tablename__ = "variables"
+    __table_args__ = (
+        UniqueConstraint("org_id", "scope", "scope_id", "name"),
+        CheckConstraint("scope IN ('organization', 'folder', 'stack')", name="scope"),
+        CheckConstraint("kind IN ('terraform', 'env')", name="kind"),
+    )
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    scope: Mapped[str] = mapped_column(String(20))
+    # The organization's, folder's or stack's id (the org id for organization scope).
+    scope_id: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20), default="terraform")
+    sensitive: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Every value is sealed, sensitive or not, so no variable value is ever in the clear at rest.
+    value_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+LOCK_STATUSES_SQL = "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(HOLDS_LOCK)) + ")"
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("stack_id", "number"),
+        # One run per stack may hold the lock, enforced by the database itself: two schedulers
+        # racing to start runs of one stack cannot both succeed.
+        Index(
+            "uq_runs_stack_lock",
+            "stack_id",
+            unique=True,
+            sqlite_where=text(LOCK_STATUSES_SQL),
+            postgresql_where=text(LOCK_STATUSES_SQL),
+        ),
+        Index("ix_runs_org_status", "org_id", "status"),
+        Index("ix_runs_stack_status_number", "stack_id", "status", "number"),
+    )
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(30))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    commit_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    commit_author: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    commit_message: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    commit_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+
+    # The rules read when the plan finished, with their origins.
+    approval_required: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    approval_required_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    confirm_destructive_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    approved_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    acknowledged: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+    config_yaml: Mapped[str | None] = mapped_column(Text, nullable=True)
+    engine: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # Names, origins, kinds and sensitivity of the variables the plan used; never values.
+    variables_used: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    state_backends: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+    summary_delete: Mapped[int] = mapped_column(Integer, default=0)
+    summary_replace: Mapped[int] = mapped_column(Integer, default=0)
+    summary_update: Mapped[int] = mapped_column(Integer, default=0)
+    summary_create: Mapped[int] = mapped_column(Integer, default=0)
+    has_plan: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    # Execution bookkeeping for the phase in flight.
+    phase_attempt: Mapped[int] = mapped_column(Integer, default=0)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    log_length: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class RunStatusChange(Base):
+    __tablename__ = "run_status_history"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    from_status: Mapped[str | None] = mapped_column(String(30), nullable=True)
+    to_status: Mapped[str] = mapped_column(String(30))
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    actor: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class RunStep(Base):
+    __tablename__ = "run_steps"
+    __table_args__ = (UniqueConstraint("run_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(50))
+    position: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class LogChunk(Base):
+    __tablename__ = "log_chunks"
+    __table_args__ = (UniqueConstraint("run_id", "offset"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    # Character offset of the chunk's first character in the run's whole log.
+    offset: Mapped[int] = mapped_column(BigInteger)
+    step: Mapped[str] = mapped_column(String(50))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class PlanArtifact(Base):
+    __tablename__ = "plan_artifacts"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    plan_file_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    plan_json_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    lock_file_sealed: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    variables_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    plan_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ResourceChange(Base):
+    """One planned change, computed once from the plan, and its state during the apply."""
+
+    __tablename__ = "resource_changes"
+    __table_args__ = (UniqueConstraint("run_id", "address"), Index("ix_resource_changes_run_pos", "run_id", "position"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    address: Mapped[str] = mapped_column(String(1000))
+    type: Mapped[str] = mapped_column(String(200))
+    unit: Mapped[str] = mapped_column(String(1000), default=".")
+    action: Mapped[str] = mapped_column(String(20))
+    attributes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    replaced_because: Mapped[list[str]] = mapped_column(JSON, default=list)
+    state: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    stages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+
+class PhaseToken(Base):
+    __tablename__ = "phase_tokens"
+    id: Mapped[str] = _id()
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    phase: Mapped[str] = mapped_column(String(10))
+    attempt: Mapped[int] = mapped_column(Integer)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

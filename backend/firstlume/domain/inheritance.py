@@ -1,0 +1,66 @@
+"""Inherited settings and variables: stack, else the nearest folder, else the organization, else default.
+
+Origins are the strings the API shows: "default", "organization", "folder:<path>", "stack",
+and for variables also "config.yaml" (the outermost level, read from the commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SETTING_DEFAULTS: dict[str, bool] = {"require_approval": True, "confirm_destructive": False}
+SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the hierarchy with its explicit values (a missing key means "inherit")."""
+
+    origin: str
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    value: Any
+    origin: str
+
+
+def folder_origin(path: str) -> str:
+    return f"folder:{path}"
+
+
+def levels_outermost_first(
+    organization: Mapping[str, Any],
+    folders: Sequence[tuple[str, Mapping[str, Any]]],
+    stack: Mapping[str, Any] | None,
+) -> list[Level]:
+    """`folders` are (path, values) from the outermost folder to the innermost."""
+    levels = [Level("organization", organization)]
+    levels += [Level(folder_origin(path), values) for path, values in folders]
+    if stack is not None:
+        levels.append(Level("stack", stack))
+    return levels
+
+
+def resolve_settings(levels: Sequence[Level]) -> dict[str, Resolved]:
+    resolved: dict[str, Resolved] = {}
+    for name, default in SETTING_DEFAULTS.items():
+        resolved[name] = Resolved(default, "default")
+        for level in reversed(levels):
+            value = level.values.get(name)
+            if value is not None:
+                resolved[name] = Resolved(value, level.origin)
+                break
+    return resolved
+
+
+def resolve_variables(levels: Sequence[Level]) -> dict[str, Resolved]:
+    """Variables by name; each Level's values map a name to any payload. The nearest level wins."""
+    resolved: dict[str, Resolved] = {}
+    for level in levels:
+        for name, payload in level.values.items():
+            resolved[name] = Resolved(payload, level.origin)
+    return resolved
