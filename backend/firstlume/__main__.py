@@ -1,0 +1,5 @@
+import sys
+
+from firstlume.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The ways in: GraphQL (api.graphql) and the REST compatibility routes (api.rest)."""

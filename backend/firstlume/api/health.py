@@ -1,0 +1,31 @@
+"""Probes: /healthz says the process is up; /readyz that the database answers and is migrated."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from firstlume.db.migrate import current_revision, head_revision
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    ctx = request.app.state.ctx
+    try:
+        revision = await current_revision(ctx.db.engine)
+    except Exception:
+        return JSONResponse({"status": "unavailable", "reason": "The database does not answer."}, status_code=503)
+    head = head_revision()
+    if revision != head:
+        return JSONResponse(
+            {"status": "unavailable", "reason": f"The database is at migration {revision}, not {head}: run `firstlume migrate`."},
+            status_code=503,
+        )
+    return JSONResponse({"status": "ok", "migration": revision})
+
+
+routes = [Route("/healthz", healthz), Route("/readyz", readyz)]

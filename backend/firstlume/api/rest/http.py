@@ -1,0 +1,81 @@
+"""Request parsing, authentication and error responses shared by every REST route."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound
+from firstlume.services.context import Context
+
+log = logging.getLogger("firstlume.api")
+
+MAX_BODY_BYTES = 600 * 1024 * 1024
+
+
+class InvalidJson(FirstlumeError):
+    code = "invalid_json"
+    http_status = 400
+
+
+def error_response(status: int, code: str, message: str, **details: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=status)
+
+
+def context_of(request: Request) -> Context:
+    return request.app.state.ctx  # type: ignore[no-any-return]
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object, whatever the Content-Type says (curl -d sends a form type).
+    An empty body counts as {}."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidRequest("The request body is too large.")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidJson(f"The request body is not valid JSON: {error}.") from None
+    if not isinstance(body, dict):
+        raise InvalidJson("The request body must be a JSON object, such as {\"type\": \"plan\"}.")
+    return body
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def endpoint(handler: Handler) -> Handler:
+    """Turns expected failures into their documented responses and anything unexpected into a
+    500 without details: a stack trace never reaches a client."""
+
+    @wraps(handler)
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except FirstlumeError as error:
+            return error_response(error.http_status, error.code, error.message, **error.details)
+        except Exception:
+            log.exception("unexpected error on %s %s", request.method, request.url.path)
+            return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
+
+    return wrapped
+
+
+async def not_found_route(request: Request) -> Response:
+    raise NotFound(f"No route {request.method} {request.url.path}.")

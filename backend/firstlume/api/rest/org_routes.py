@@ -1,0 +1,171 @@
+"""Organization resources: stacks, folders, settings and variables."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
+from firstlume.api.rest.serializers import folder_json, resolved_json, stacks_json, variable_json
+from firstlume.db.models import Organization
+from firstlume.domain.errors import InvalidRequest
+from firstlume.services import accounts, catalog, inherited
+from firstlume.services.context import Actor, Unit
+from firstlume.services.inherited import Scope
+
+
+@asynccontextmanager
+async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+    async with context_of(request).unit() as unit:
+        actor = await accounts.authenticate(unit.session, bearer_token(request))
+        org = await accounts.org_for(unit.session, actor, request.path_params["org"])
+        yield unit, actor, org
+
+
+async def _scope(unit: Unit, org: Organization, request: Request) -> Scope:
+    params = request.path_params
+    if "stack" in params:
+        return await catalog.stack_by_slug(unit.session, org, params["stack"])
+    if "folder" in params:
+        return await catalog.folder_by_path(unit.session, org, params["folder"].strip("/"))
+    return org
+
+
+@endpoint
+async def list_orgs(request: Request) -> Response:
+    async with context_of(request).unit() as unit:
+        actor = await accounts.authenticate(unit.session, bearer_token(request))
+        orgs = await accounts.orgs_of(unit.session, actor)
+        return JSONResponse({"organizations": [{"slug": o.slug, "name": o.name} for o in orgs]})
+
+
+@endpoint
+async def list_stacks(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        stacks = await catalog.list_stacks(unit.session, org)
+        return JSONResponse({"stacks": await stacks_json(unit.session, stacks)})
+
+
+@endpoint
+async def create_stack(request: Request) -> Response:
+    body = await json_body(request)
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        stack = await catalog.create_stack(unit.session, ctx.keyring, org, body)
+        [payload] = await stacks_json(unit.session, [stack])
+    return JSONResponse(payload, status_code=201)
+
+
+@endpoint
+async def get_stack(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
+        [payload] = await stacks_json(unit.session, [stack])
+        return JSONResponse(payload)
+
+
+@endpoint
+async def list_folders(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        return JSONResponse({"folders": [folder_json(f) for f in await catalog.list_folders(unit.session, org)]})
+
+
+@endpoint
+async def create_folder(request: Request) -> Response:
+    body = await json_body(request)
+    unknown = sorted(set(body) - {"path"})
+    if unknown:
+        raise InvalidRequest(f"Unknown field '{unknown[0]}'; a folder takes only 'path'.", field=unknown[0])
+    if "path" not in body:
+        raise InvalidRequest("'path' is required, such as \"prod/eu\".", field="path")
+    async with org_request(request) as (unit, _, org):
+        folder, created = await catalog.ensure_folder(unit.session, org, body["path"])
+        payload = folder_json(folder)
+    return JSONResponse(payload, status_code=201 if created else 200)
+
+
+async def _settings_payload(unit: Unit, scope: Scope) -> dict[str, object]:
+    return {
+        "explicit": inherited.explicit_settings(scope),
+        "effective": resolved_json(await inherited.effective_settings(unit.session, scope)),
+    }
+
+
+@endpoint
+async def get_settings(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        scope = await _scope(unit, org, request)
+        return JSONResponse(await _settings_payload(unit, scope))
+
+
+@endpoint
+async def patch_settings(request: Request) -> Response:
+    body = await json_body(request)
+    async with org_request(request) as (unit, _, org):
+        scope = await _scope(unit, org, request)
+        inherited.patch_settings(scope, body)
+        await unit.session.flush()
+        return JSONResponse(await _settings_payload(unit, scope))
+
+
+@endpoint
+async def list_variables(request: Request) -> Response:
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        scope = await _scope(unit, org, request)
+        variables = await inherited.list_variables(unit.session, scope)
+        return JSONResponse(
+            {
+                "variables": [
+                    variable_json(v, None if v.sensitive else inherited.reveal(ctx.keyring, v)) for v in variables
+                ]
+            }
+        )
+
+
+@endpoint
+async def put_variable(request: Request) -> Response:
+    body = await json_body(request)
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        scope = await _scope(unit, org, request)
+        variable = await inherited.put_variable(unit.session, ctx.keyring, scope, request.path_params["name"], body)
+        value = None if variable.sensitive else inherited.reveal(ctx.keyring, variable)
+        return JSONResponse(variable_json(variable, value))
+
+
+@endpoint
+async def delete_variable(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        scope = await _scope(unit, org, request)
+        await inherited.delete_variable(unit.session, scope, request.path_params["name"])
+    return Response(status_code=204)
+
+
+def _level_routes(prefix: str) -> list[Route]:
+    return [
+        Route(f"{prefix}/settings", get_settings, methods=["GET"]),
+        Route(f"{prefix}/settings", patch_settings, methods=["PATCH"]),
+        Route(f"{prefix}/variables", list_variables, methods=["GET"]),
+        Route(f"{prefix}/variables/{{name}}", put_variable, methods=["PUT"]),
+        Route(f"{prefix}/variables/{{name}}", delete_variable, methods=["DELETE"]),
+    ]
+
+
+O = "/api/v1/orgs/{org}"
+
+routes = [
+    Route("/api/v1/orgs", list_orgs, methods=["GET"]),
+    Route(f"{O}/stacks", list_stacks, methods=["GET"]),
+    Route(f"{O}/stacks", create_stack, methods=["POST"]),
+    Route(f"{O}/stacks/{{stack}}", get_stack, methods=["GET"]),
+    Route(f"{O}/folders", list_folders, methods=["GET"]),
+    Route(f"{O}/folders", create_folder, methods=["POST"]),
+    *_level_routes(O),
+    *_level_routes(f"{O}/stacks/{{stack}}"),
+    *_level_routes(f"{O}/folders/{{folder:path}}"),
+]

@@ -1,0 +1,183 @@
+"""Runs: start, list, read, review changes, approve, discard, cancel, logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import suppress
+
+from sqlalchemy import select
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from firstlume.api.rest.http import context_of, endpoint, json_body
+from firstlume.api.rest.org_routes import org_request
+from firstlume.api.rest.serializers import changes_json, runs_json
+from firstlume.db.models import ResourceChange, Run, RunStep
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import FINISHED, RunStatus
+from firstlume.pubsub import SCHEDULER_CHANNEL, run_channel
+from firstlume.services import catalog, runs
+from firstlume.services.context import Context
+from firstlume.services.logs import read_log
+
+
+@endpoint
+async def start_run(request: Request) -> Response:
+    body = await json_body(request)
+    async with org_request(request) as (unit, actor, org):
+        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
+        run = await runs.start_run(unit, actor, stack, body)
+        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "queued", "run_id": run.id})
+        [payload] = await runs_json(unit.session, [run])
+    return JSONResponse(payload, status_code=201)
+
+
+@endpoint
+async def list_stack_runs(request: Request) -> Response:
+    limit = _int_param(request, "limit", 100, 1, 500)
+    async with org_request(request) as (unit, _, org):
+        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
+        items = await runs.list_stack_runs(unit.session, stack, limit=limit)
+        return JSONResponse({"runs": await runs_json(unit.session, items)})
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest(f"'{name}' must be a whole number; got {raw!r}.", field=name) from None
+    if not low <= value <= high:
+        raise InvalidRequest(f"'{name}' must be between {low} and {high}.", field=name)
+    return value
+
+
+@endpoint
+async def list_org_runs(request: Request) -> Response:
+    active = request.query_params.get("active", "true").lower()
+    if active not in ("true", "1"):
+        raise InvalidRequest("Only active runs can be listed here: use ?active=true, or a stack's runs.", field="active")
+    async with org_request(request) as (unit, _, org):
+        items = await runs.list_active_runs(unit.session, org)
+        return JSONResponse({"runs": await runs_json(unit.session, items)})
+
+
+@endpoint
+async def get_run(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
+        [payload] = await runs_json(unit.session, [run])
+        return JSONResponse(payload)
+
+
+@endpoint
+async def get_changes(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
+        rows = list(
+            await unit.session.scalars(
+                select(ResourceChange).where(ResourceChange.run_id == run.id).order_by(ResourceChange.position)
+            )
+        )
+        return JSONResponse(changes_json(run, rows))
+
+
+@endpoint
+async def approve(request: Request) -> Response:
+    body = await json_body(request)
+    async with org_request(request) as (unit, actor, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
+        run = await runs.approve_run(unit, actor, run, body)
+        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "approved", "run_id": run.id})
+        [payload] = await runs_json(unit.session, [run])
+    return JSONResponse(payload)
+
+
+@endpoint
+async def discard(request: Request) -> Response:
+    await json_body(request)
+    async with org_request(request) as (unit, actor, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
+        run = await runs.discard_run(unit, actor, run)
+        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
+        [payload] = await runs_json(unit.session, [run])
+    return JSONResponse(payload)
+
+
+@endpoint
+async def cancel(request: Request) -> Response:
+    await json_body(request)
+    async with org_request(request) as (unit, actor, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
+        run = await runs.cancel_run(unit, actor, run)
+        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
+        [payload] = await runs_json(unit.session, [run])
+    launcher = getattr(request.app.state, "launcher", None)
+    if launcher is not None:
+        await launcher.cancel(run.id)
+    return JSONResponse(payload)
+
+
+@endpoint
+async def logs(request: Request) -> Response:
+    step = request.query_params.get("step") or None
+    follow = request.query_params.get("follow", "false").lower() in ("true", "1")
+    async with org_request(request) as (unit, _, org):
+        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
+        if step is not None and await unit.session.scalar(
+            select(RunStep.id).where(RunStep.run_id == run.id, RunStep.name == step)
+        ) is None and run.status in FINISHED:
+            raise InvalidRequest(f"This run has no step '{step}'.", field="step")
+        if not follow:
+            part = await read_log(unit.session, run.id, 0, step)
+            return PlainTextResponse(part.text)
+    return StreamingResponse(follow_log(context_of(request), run.id, step), media_type="text/plain; charset=utf-8")
+
+
+async def _ended(ctx: Context, run_id: str, step: str | None) -> bool:
+    async with ctx.db.transaction() as session:
+        status = await session.scalar(select(Run.status).where(Run.id == run_id))
+        if status is None or RunStatus(status) in FINISHED:
+            return True
+        if step is None:
+            return False
+        step_status = await session.scalar(select(RunStep.status).where(RunStep.run_id == run_id, RunStep.name == step))
+        return step_status in ("done", "failed", "skipped")
+
+
+async def follow_log(ctx: Context, run_id: str, step: str | None) -> AsyncIterator[str]:
+    """Subscribe first, then read what is stored, then read again on every event: a line written
+    between the read and the subscription cannot be missed, and offsets make sure none repeats."""
+    offset = 0
+    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
+        while True:
+            ended = await _ended(ctx, run_id, step)
+            async with ctx.db.transaction() as session:
+                part = await read_log(session, run_id, offset, step)
+            offset = part.next_offset
+            if part.text:
+                yield part.text
+            if ended:
+                return
+            # Wake on the next event, or re-check at least every second in case one was lost.
+            with suppress(TimeoutError, StopAsyncIteration):
+                await asyncio.wait_for(anext(events), timeout=1.0)
+
+
+R = "/api/v1/orgs/{org}/runs/{run}"
+
+routes = [
+    Route("/api/v1/orgs/{org}/stacks/{stack}/runs", start_run, methods=["POST"]),
+    Route("/api/v1/orgs/{org}/stacks/{stack}/runs", list_stack_runs, methods=["GET"]),
+    Route("/api/v1/orgs/{org}/runs", list_org_runs, methods=["GET"]),
+    Route(R, get_run, methods=["GET"]),
+    Route(f"{R}/changes", get_changes, methods=["GET"]),
+    Route(f"{R}/logs", logs, methods=["GET"]),
+    Route(f"{R}/approve", approve, methods=["POST"]),
+    Route(f"{R}/discard", discard, methods=["POST"]),
+    Route(f"{R}/cancel", cancel, methods=["POST"]),
+]

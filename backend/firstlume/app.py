@@ -1,0 +1,90 @@
+"""create_app(settings): the control plane. Mounts REST, GraphQL and the SPA; the lifespan owns
+the database engine, the pub/sub connection and the scheduler."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
+
+from firstlume.api import health
+from firstlume.api.rest import executor_routes, org_routes, run_routes
+from firstlume.api.rest.http import not_found_route
+from firstlume.db.engine import Database
+from firstlume.keys import load_keyring
+from firstlume.launchers.base import Launcher
+from firstlume.pubsub import PubSub
+from firstlume.scheduler.loop import Scheduler
+from firstlume.services.context import Context
+from firstlume.settings import Settings
+
+log = logging.getLogger("firstlume")
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def build_launcher(settings: Settings) -> Launcher:
+    if settings.launcher == "kubernetes":
+        from firstlume.launchers.kubernetes import KubernetesLauncher
+
+        return KubernetesLauncher.from_settings(settings)
+    from firstlume.launchers.local import LocalLauncher
+
+    return LocalLauncher(settings.data_dir / "executors")
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        db = Database(settings.database_url)
+        pubsub = PubSub(settings.pubsub_url)
+        await pubsub.connect()
+        ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub)
+        app.state.ctx = ctx
+        scheduler = None
+        if settings.scheduler_enabled:
+            launcher = build_launcher(settings)
+            app.state.launcher = launcher
+            scheduler = Scheduler(ctx, launcher)
+            await scheduler.start()
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                await scheduler.stop()
+            await pubsub.disconnect()
+            await db.dispose()
+
+    routes: list[BaseRoute] = [
+        *health.routes,
+        *org_routes.routes,
+        *run_routes.routes,
+        *executor_routes.routes,
+        Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+    ]
+    routes += _graphql_and_spa_routes()
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.settings = settings
+    return app
+
+
+def _graphql_and_spa_routes() -> list[BaseRoute]:
+    routes: list[BaseRoute] = []
+    try:
+        from firstlume.api.graphql.app import graphql_routes
+    except ImportError:
+        pass
+    else:
+        routes += graphql_routes()
+    from firstlume.api.spa import spa_routes
+
+    routes += spa_routes(STATIC_DIR)
+    return routes
+
+

@@ -1,0 +1,165 @@
+"""The `firstlume` command: serve | executor | migrate | org | token | keygen | demo | export-schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from firstlume.settings import Settings, SettingsError
+
+T = TypeVar("T")
+
+
+def _with_context(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
+    from firstlume.db.engine import Database
+    from firstlume.keys import load_keyring
+    from firstlume.pubsub import PubSub
+    from firstlume.services.context import Context
+
+    async def main() -> T:
+        db = Database(settings.database_url)
+        try:
+            ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=PubSub("memory://"))
+            return await work(ctx)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(main())
+
+
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.db.migrate import upgrade
+
+    upgrade(settings.database_url)
+    print("database is at the current schema", file=sys.stderr)
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from firstlume.app import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets")
+    return 0
+
+
+def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.executor.main import run_from_env
+
+    return run_from_env()
+
+
+def cmd_org_create(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.services import accounts
+
+    async def work(ctx: Any) -> None:
+        async with ctx.unit() as unit:
+            await accounts.create_org(unit.session, args.slug, args.name)
+
+    _with_context(settings, work)
+    print(f"organization {args.slug} created", file=sys.stderr)
+    return 0
+
+
+def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.services import accounts
+
+    async def work(ctx: Any) -> str:
+        async with ctx.unit() as unit:
+            return await accounts.create_token(unit.session, args.org, args.user, name=args.name or "")
+
+    print(_with_context(settings, work))
+    return 0
+
+
+def cmd_keygen(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.crypto import generate_key
+
+    print(generate_key())
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.demo import seed_demo
+
+    demo = _with_context(settings, seed_demo)
+    base = f"http://{args.host}:{args.port}"
+    print(f"export FIRSTLUME_TOKEN={demo.token}")
+    print('export H="Authorization: Bearer $FIRSTLUME_TOKEN"')
+    print(f"export O={base}/api/v1/orgs/{demo.org}")
+    print(f"export ST={demo.stack}")
+    return 0
+
+
+def cmd_export_schema(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.api.graphql.schema import schema
+
+    text = schema.as_str() + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as handle:
+            handle.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="firstlume", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the control plane (API, UI and scheduler)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(handler=cmd_serve)
+
+    sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(handler=cmd_executor)
+    sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(handler=cmd_migrate)
+    sub.add_parser("keygen", help="print a new encryption key for FIRSTLUME_ENCRYPTION_KEYS").set_defaults(handler=cmd_keygen)
+
+    org = sub.add_parser("org", help="organizations").add_subparsers(dest="org_command", required=True)
+    org_create = org.add_parser("create", help="create an organization")
+    org_create.add_argument("slug")
+    org_create.add_argument("--name")
+    org_create.set_defaults(handler=cmd_org_create)
+
+    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    token_create = token.add_parser("create", help="create a token (and the user and membership if needed)")
+    token_create.add_argument("--org", required=True)
+    token_create.add_argument("--user", required=True)
+    token_create.add_argument("--name")
+    token_create.set_defaults(handler=cmd_token_create)
+
+    demo = sub.add_parser("demo", help="seed the demo organization and stack; print the exports")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8000)
+    demo.set_defaults(handler=cmd_demo)
+
+    schema = sub.add_parser("export-schema", help="write the GraphQL schema (SDL)")
+    schema.add_argument("output", nargs="?", default="schema.graphql")
+    schema.set_defaults(handler=cmd_export_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as error:
+        print(f"firstlume: {error}", file=sys.stderr)
+        return 2
+    from firstlume.domain.errors import FirstlumeError
+
+    try:
+        return int(args.handler(settings, args) or 0)
+    except FirstlumeError as error:
+        print(f"firstlume: {error.message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

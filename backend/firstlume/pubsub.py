@@ -1,0 +1,89 @@
+"""Live events between processes. The only module that imports `broadcaster`.
+
+Messages are small JSON envelopes (ids, statuses, offsets), never whole logs: PostgreSQL NOTIFY
+payloads must stay under 8000 bytes. A subscriber that needs data reads it from the database,
+which stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from broadcaster import Broadcast
+from broadcaster._backends.postgres import PostgresBackend
+
+
+def run_channel(run_id: str) -> str:
+    return f"run_{run_id}"
+
+
+def org_runs_channel(org_id: str) -> str:
+    return f"org_{org_id}"
+
+
+SCHEDULER_CHANNEL = "firstlume_scheduler"
+
+
+class _SerializedPostgresBackend(PostgresBackend):
+    """broadcaster shares one asyncpg connection for LISTEN and NOTIFY, and asyncpg refuses
+    concurrent operations on a connection ("another operation is in progress"), so calls from
+    concurrent requests and subscribers take turns."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._turn = asyncio.Lock()
+
+    async def subscribe(self, channel: str) -> None:
+        async with self._turn:
+            await super().subscribe(channel)
+
+    async def unsubscribe(self, channel: str) -> None:
+        async with self._turn:
+            await super().unsubscribe(channel)
+
+    async def publish(self, channel: str, message: str) -> None:
+        async with self._turn:
+            await super().publish(channel, message)
+
+
+def _broadcast_for(url: str) -> Broadcast:
+    if url.startswith(("postgres://", "postgresql://")):
+        return Broadcast(backend=_SerializedPostgresBackend(url))
+    return Broadcast(url)
+
+
+class PubSub:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._broadcast = _broadcast_for(url)
+        self._connected = False
+
+    async def connect(self) -> None:
+        if not self._connected:
+            await self._broadcast.connect()
+            self._connected = True
+
+    async def disconnect(self) -> None:
+        if self._connected:
+            await self._broadcast.disconnect()
+            self._connected = False
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        if self._connected:
+            await self._broadcast.publish(channel=channel, message=json.dumps(message, separators=(",", ":")))
+
+    @asynccontextmanager
+    async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        async with self._broadcast.subscribe(channel=channel) as subscriber:
+            yield _decoded(subscriber)
+
+
+async def _decoded(subscriber: Any) -> AsyncIterator[dict[str, Any]]:
+    async for event in subscriber:
+        if event is None:
+            return
+        yield json.loads(event.message)

@@ -1,0 +1,1 @@
+"""The scheduler loop: dispatch queued phases, watch executors, time out heartbeats."""

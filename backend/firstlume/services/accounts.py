@@ -1,0 +1,95 @@
+"""Organizations, users, memberships and API tokens."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.crypto import hash_token, new_token
+from firstlume.db.models import ApiToken, Membership, Organization, User
+from firstlume.domain.errors import AlreadyExists, NotFound, Unauthenticated
+from firstlume.services.context import Actor
+from firstlume.services.validation import require_slug, require_str
+
+
+async def create_org(session: AsyncSession, slug: str, name: str | None = None) -> Organization:
+    require_slug("slug", slug)
+    if await session.scalar(select(Organization.id).where(Organization.slug == slug)):
+        raise AlreadyExists(f"An organization '{slug}' already exists.")
+    org = Organization(slug=slug, name=name or slug)
+    session.add(org)
+    await session.flush()
+    return org
+
+
+async def ensure_user(session: AsyncSession, email: str) -> User:
+    require_str("email", email, max_length=320)
+    if "@" not in email:
+        raise ValueError(f"'{email}' is not an email address.")
+    user = await session.scalar(select(User).where(User.email == email))
+    if user is None:
+        user = User(email=email)
+        session.add(user)
+        await session.flush()
+    return user
+
+
+async def ensure_membership(session: AsyncSession, org: Organization, user: User) -> None:
+    existing = await session.scalar(
+        select(Membership.id).where(Membership.org_id == org.id, Membership.user_id == user.id)
+    )
+    if existing is None:
+        session.add(Membership(org_id=org.id, user_id=user.id))
+        await session.flush()
+
+
+async def create_token(session: AsyncSession, org_slug: str, email: str, name: str = "") -> str:
+    """Creates the user and membership when needed; returns the token, which is stored only hashed."""
+    org = await session.scalar(select(Organization).where(Organization.slug == org_slug))
+    if org is None:
+        raise NotFound(f"No organization '{org_slug}'.")
+    user = await ensure_user(session, email)
+    await ensure_membership(session, org, user)
+    token = new_token("fl")
+    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), name=name))
+    await session.flush()
+    return token
+
+
+async def authenticate(session: AsyncSession, token: str | None) -> Actor:
+    if not token:
+        raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
+    row = (
+        await session.execute(
+            select(User.id, User.email)
+            .join(ApiToken, ApiToken.user_id == User.id)
+            .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
+        )
+    ).first()
+    if row is None:
+        raise Unauthenticated("The API token is not valid.")
+    return Actor(user_id=row.id, email=row.email)
+
+
+async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organization:
+    """The organization, if the actor is a member. Others get the same NotFound as a missing one,
+    so an organization's existence is never revealed to outsiders."""
+    org = await session.scalar(
+        select(Organization)
+        .join(Membership, Membership.org_id == Organization.id)
+        .where(Organization.slug == slug, Membership.user_id == actor.user_id)
+    )
+    if org is None:
+        raise NotFound(f"No organization '{slug}'.")
+    return org
+
+
+async def orgs_of(session: AsyncSession, actor: Actor) -> list[Organization]:
+    return list(
+        await session.scalars(
+            select(Organization)
+            .join(Membership, Membership.org_id == Organization.id)
+            .where(Membership.user_id == actor.user_id)
+            .order_by(Organization.slug)
+        )
+    )

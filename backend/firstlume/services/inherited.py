@@ -1,0 +1,188 @@
+"""Settings and variables at organization, folder and stack level, and how they resolve."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.crypto import KeyRing
+from firstlume.db.models import Folder, Organization, Stack, Variable
+from firstlume.db.types import utcnow
+from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.domain.inheritance import (
+    SETTING_NAMES,
+    Level,
+    Resolved,
+    levels_outermost_first,
+    resolve_settings,
+    resolve_variables,
+)
+from firstlume.services.catalog import folder_chain
+from firstlume.services.validation import VARIABLE_NAME, optional_bool, require_bool, type_name
+
+Scope = Organization | Folder | Stack
+
+
+def scope_name(scope: Scope) -> str:
+    return {Organization: "organization", Folder: "folder", Stack: "stack"}[type(scope)]
+
+
+def explicit_settings(scope: Scope) -> dict[str, bool | None]:
+    return {name: getattr(scope, name) for name in SETTING_NAMES}
+
+
+async def _chain(session: AsyncSession, scope: Scope) -> tuple[Organization, list[Folder], Stack | None]:
+    if isinstance(scope, Organization):
+        return scope, [], None
+    org = await session.get(Organization, scope.org_id)
+    assert org is not None
+    if isinstance(scope, Folder):
+        return org, await folder_chain(session, scope.id), None
+    return org, await folder_chain(session, scope.folder_id), scope
+
+
+async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, Resolved]:
+    org, folders, stack = await _chain(session, scope)
+    levels = levels_outermost_first(
+        explicit_settings(org),
+        [(f.path, explicit_settings(f)) for f in folders],
+        explicit_settings(stack) if stack else None,
+    )
+    return resolve_settings(levels)
+
+
+def patch_settings(scope: Scope, body: dict[str, Any]) -> None:
+    if not body:
+        raise InvalidRequest(f"Send at least one of {', '.join(SETTING_NAMES)}.")
+    for name, value in body.items():
+        if name not in SETTING_NAMES:
+            raise InvalidRequest(f"Unknown setting '{name}'; the settings are {', '.join(SETTING_NAMES)}.", field=name)
+        optional_bool(name, value)
+    for name, value in body.items():
+        setattr(scope, name, value)
+
+
+# Variables -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariableValue:
+    name: str
+    value: str
+    sensitive: bool
+    kind: str
+    origin: str
+
+
+def _variable_context(org_id: str, scope: str, scope_id: str, name: str) -> str:
+    return f"variable:{org_id}:{scope}:{scope_id}:{name}"
+
+
+async def list_variables(session: AsyncSession, scope: Scope) -> list[Variable]:
+    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    return list(
+        await session.scalars(
+            select(Variable)
+            .where(Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id)
+            .order_by(Variable.name)
+        )
+    )
+
+
+def _value_text(value: Any) -> str:
+    """Variable values are strings; numbers, booleans, lists and objects are kept as JSON text,
+    which Terraform reads as the matching type from a .tfvars.json file."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        raise InvalidRequest("'value' is required.", field="value")
+    return json.dumps(value)
+
+
+async def put_variable(
+    session: AsyncSession, keyring: KeyRing, scope: Scope, name: str, body: dict[str, Any]
+) -> Variable:
+    if not VARIABLE_NAME.match(name):
+        raise InvalidRequest(
+            f"Variable name {name!r} must start with a letter or '_' and hold only letters, digits and '_'.",
+            field="name",
+        )
+    unknown = sorted(set(body) - {"value", "sensitive", "kind"})
+    if unknown:
+        raise InvalidRequest(f"Unknown field '{unknown[0]}'; a variable takes value, sensitive and kind.", field=unknown[0])
+    if "value" not in body:
+        raise InvalidRequest("'value' is required.", field="value")
+    value = body["value"]
+    if not isinstance(value, str | int | float | bool | list | dict):
+        raise InvalidRequest(f"'value' must be a string, number, boolean, list or object; got {type_name(value)}.", field="value")
+    sensitive = require_bool("sensitive", body.get("sensitive", False))
+    kind = body.get("kind", "terraform")
+    if kind not in ("terraform", "env"):
+        raise InvalidRequest(f"'kind' must be terraform or env; got {kind!r}.", field="kind")
+    if kind == "env" and not isinstance(value, str):
+        raise InvalidRequest("An env variable's 'value' must be a string.", field="value")
+    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    scope_label = scope_name(scope)
+    variable = await session.scalar(
+        select(Variable).where(
+            Variable.org_id == org_id, Variable.scope == scope_label, Variable.scope_id == scope.id, Variable.name == name
+        )
+    )
+    if variable is None:
+        variable = Variable(org_id=org_id, scope=scope_label, scope_id=scope.id, name=name)
+        session.add(variable)
+    variable.kind = kind
+    variable.sensitive = sensitive
+    variable.value_sealed = keyring.encrypt_text(_value_text(value), _variable_context(org_id, scope_label, scope.id, name))
+    variable.updated_at = utcnow()
+    await session.flush()
+    return variable
+
+
+async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> None:
+    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    result = await session.execute(
+        delete(Variable).where(
+            Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id, Variable.name == name
+        )
+    )
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        raise NotFound(f"No variable '{name}' here.")
+
+
+def reveal(keyring: KeyRing, variable: Variable) -> str:
+    return keyring.decrypt_text(
+        variable.value_sealed, _variable_context(variable.org_id, variable.scope, variable.scope_id, variable.name)
+    )
+
+
+async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: Stack) -> list[VariableValue]:
+    """The stack's variables with values, nearest level winning. Only executors may see values."""
+    org, folders, _ = await _chain(session, stack)
+    scope_ids = [org.id, *(f.id for f in folders), stack.id]
+    rows = list(await session.scalars(select(Variable).where(Variable.org_id == org.id, Variable.scope_id.in_(scope_ids))))
+    by_scope: dict[str, dict[str, Variable]] = {}
+    for row in rows:
+        by_scope.setdefault(row.scope_id, {})[row.name] = row
+    levels = [
+        Level("organization", by_scope.get(org.id, {})),
+        *(Level(f"folder:{f.path}", by_scope.get(f.id, {})) for f in folders),
+        Level("stack", by_scope.get(stack.id, {})),
+    ]
+    resolved = resolve_variables(levels)
+    return [
+        VariableValue(
+            name=name,
+            value=reveal(keyring, item.value),
+            sensitive=item.value.sensitive,
+            kind=item.value.kind,
+            origin=item.origin,
+        )
+        for name, item in sorted(resolved.items())
+    ]
+
+

@@ -1,0 +1,64 @@
+"""The one helper through which every run status changes: compare-and-set plus a history row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.db.models import Run, RunStatusChange
+from firstlume.db.types import utcnow
+from firstlume.domain.errors import StackLocked, StatusChanged
+from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus, check_transition
+from firstlume.pubsub import org_runs_channel, run_channel
+from firstlume.services.context import Unit
+
+
+async def change_status(
+    unit: Unit,
+    run: Run,
+    target: RunStatus,
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+    **values: Any,
+) -> Run:
+    """Moves `run` from the status it was read with to `target`, or raises.
+
+    The UPDATE only matches while the row still has the status we read, so two processes that
+    read the same run cannot both move it (the loser gets StatusChanged). Entering a status that
+    holds the stack's lock may hit the database's one-lock-per-stack index: StackLocked.
+    """
+    current = RunStatus(run.status)
+    check_transition(current, target)
+    now = utcnow()
+    values = {"status": target.value, "updated_at": now, **values}
+    if target in FINISHED:
+        values["finished_at"] = now
+    session = unit.session
+    try:
+        async with session.begin_nested():
+            result = await session.execute(
+                update(Run)
+                .where(Run.id == run.id, Run.status == current.value)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+    except IntegrityError:
+        if target in HOLDS_LOCK:
+            raise StackLocked("Another run holds this stack's lock.") from None
+        raise
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        fresh = await session.scalar(select(Run.status).where(Run.id == run.id))
+        raise StatusChanged(
+            f"The run is now {fresh}, not {current}; nothing was changed.", current=str(fresh)
+        )
+    session.add(RunStatusChange(run_id=run.id, from_status=current.value, to_status=target.value, at=now, actor=actor, reason=reason))
+    await session.flush()
+    await session.refresh(run)
+    event = {"type": "status", "run_id": run.id, "status": target.value, "from": current.value}
+    unit.publish_after_commit(run_channel(run.id), event)
+    unit.publish_after_commit(org_runs_channel(run.org_id), event)
+    return run
