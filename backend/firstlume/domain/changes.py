@@ -1,0 +1,355 @@
+"""The changes of a plan, by resource, from `terraform show -json` output. Pure: no I/O.
+
+`changes_from_plan` reads `resource_changes` once and keeps, per managed resource that really
+changes, only what the run page and the API show: the address, the action, the attributes that
+change (with sensitive and unknown values masked), what forces a replacement, and the order of a
+replacement's two stages.
+
+Actions (`change.actions` in the plan):
+
+- `["delete"]` → delete; `["create"]` → create; `["update"]` → update;
+- `["delete", "create"]` → replace, deleting first; `["create", "delete"]` → replace with
+  `create_before_destroy`, creating first (`stage_order` keeps that order);
+- `["no-op"]`, `["read"]` and every data-source change (`mode == "data"`) are not listed;
+- `"forget"` (Terraform 1.7+ `removed { lifecycle { destroy = false } }`) removes the object from
+  the state and leaves it alive, so it is **not** a destroy and is never listed as one:
+  `["forget"]` is skipped, and `["create", "forget"]` (replaced, old object kept) lists as a create.
+
+Sensitive values never leave this module. Every value under a `before_sensitive` /
+`after_sensitive` mark, at any depth, becomes `"(sensitive)"`. Real Terraform does not always
+carry the marks along: `terraform_data.output` copies a sensitive `input` but its mark is lost in
+the state, so the plan shows the secret unmarked under `before.output`. So, as a second line of
+defence, every string or number that the plan marks sensitive anywhere (resources, outputs,
+sensitive root variables) is collected first, and any shown leaf equal to one of them is masked
+too; a shown string that *contains* the value of a sensitive root variable (4 characters or more)
+is masked as well. Map keys are shown as they are (Terraform never marks keys).
+
+`replaced_because` joins path steps with "." and writes integer steps as `[0]`:
+`[["network", 0, "name"]]` → `"network[0].name"`. Replacements that no attribute forces get a
+reason text instead (`REASON_TEXTS`).
+
+A deposed object (left over from a failed `create_before_destroy`) is deleted under the same
+address as the current object, so its change is named `"<address> (deposed object <key>)"`,
+as Terraform's own plan output does, to keep addresses unique.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SENSITIVE = "(sensitive)"
+UNKNOWN = "(known after apply)"
+
+GROUPS: tuple[tuple[str, str], ...] = (
+    ("delete", "Will be deleted"),
+    ("replace", "Will be replaced"),
+    ("update", "Will be updated"),
+    ("create", "Will be created"),
+)
+
+# `action_reason` values of a replacement that no attribute path explains.
+REASON_TEXTS: dict[str, str] = {
+    "replace_by_request": "replacement requested",
+    "replace_because_tainted": "tainted",
+    "replace_by_triggers": "replace_triggered_by",
+}
+
+# Shortest sensitive-variable value that is also searched for inside longer strings.
+MIN_SUBSTRING_SECRET = 4
+
+
+@dataclass(frozen=True)
+class AttributeChange:
+    name: str
+    before: Any
+    after: Any
+    forces_replacement: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    address: str
+    type: str
+    unit: str
+    action: str
+    attributes: tuple[AttributeChange, ...]
+    replaced_because: tuple[str, ...]
+    stage_order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Summary:
+    delete: int
+    replace: int
+    update: int
+    create: int
+
+    @property
+    def text(self) -> str:
+        parts = [f"{count} {action}" for action, count in self.as_dict().items() if count]
+        return " · ".join(parts) if parts else "no changes"
+
+    @property
+    def has_changes(self) -> bool:
+        return any(self.as_dict().values())
+
+    def as_dict(self) -> dict[str, int]:
+        return {"delete": self.delete, "replace": self.replace, "update": self.update, "create": self.create}
+
+
+def summarize(changes: Iterable[Change]) -> Summary:
+    counts = dict.fromkeys(("delete", "replace", "update", "create"), 0)
+    for change in changes:
+        counts[change.action] += 1
+    return Summary(**counts)
+
+
+def group_changes(changes: Iterable[Change]) -> list[tuple[str, str, list[Change]]]:
+    """All four groups in `GROUPS` order, even when empty; plan order within a group."""
+    by_action: dict[str, list[Change]] = {action: [] for action, _ in GROUPS}
+    for change in changes:
+        by_action[change.action].append(change)
+    return [(action, title, by_action[action]) for action, title in GROUPS]
+
+
+def classify(actions: Iterable[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(action, stage_order) for a plan's `change.actions`, or None when it is not listed."""
+    acts = tuple(a for a in actions if a != "forget")  # forget is not a destroy (module docstring)
+    if acts == ("delete", "create") or acts == ("create", "delete"):
+        return "replace", acts
+    if len(acts) == 1 and acts[0] in ("delete", "update", "create"):
+        return acts[0], ()
+    return None
+
+
+def changes_from_plan(plan: Mapping[str, Any], unit: str = ".") -> list[Change]:
+    resource_changes = plan.get("resource_changes") or ()
+    scrub = _Scrubber(plan)
+    result: list[Change] = []
+    for rc in resource_changes:
+        if rc.get("mode") == "data":
+            continue
+        change = rc.get("change") or {}
+        kind = classify(change.get("actions") or ())
+        if kind is None:
+            continue
+        action, stage_order = kind
+        replace_paths = change.get("replace_paths") or () if action == "replace" else ()
+        forcing = {path[0] for path in replace_paths if path and isinstance(path[0], str)}
+        address = rc["address"]
+        if rc.get("deposed"):
+            address = f"{address} (deposed object {rc['deposed']})"
+        result.append(
+            Change(
+                address=address,
+                type=rc.get("type", ""),
+                unit=unit,
+                action=action,
+                attributes=_attribute_changes(change, forcing, scrub),
+                replaced_because=_replaced_because(replace_paths, rc.get("action_reason"), scrub)
+                if action == "replace"
+                else (),
+                stage_order=stage_order,
+            )
+        )
+    return result
+
+
+def _replaced_because(paths: Iterable[Any], reason: Any, scrub: _Scrubber) -> tuple[str, ...]:
+    out: list[str] = []
+    for path in paths:
+        text = ""
+        for step in path:
+            if isinstance(step, int) and not isinstance(step, bool):
+                text += f"[{step}]"
+            else:
+                shown = scrub.leaf(str(step))
+                text += f".{shown}" if text else shown
+        if text and text not in out:
+            out.append(text)
+    if isinstance(reason, str) and reason in REASON_TEXTS and REASON_TEXTS[reason] not in out:
+        out.append(REASON_TEXTS[reason])
+    return tuple(out)
+
+
+def _attribute_changes(
+    change: Mapping[str, Any], forcing: set[str], scrub: _Scrubber
+) -> tuple[AttributeChange, ...]:
+    before = change.get("before")
+    after = change.get("after")
+    before_obj = before if isinstance(before, dict) else {}
+    after_obj = after if isinstance(after, dict) else {}
+    b_sens = change.get("before_sensitive")
+    a_sens = change.get("after_sensitive")
+    a_unknown = change.get("after_unknown")
+    both_sides = isinstance(before, dict) and isinstance(after, dict)
+
+    names = set(before_obj) | set(after_obj) | forcing
+    if isinstance(a_unknown, dict):
+        names.update(k for k, v in a_unknown.items() if _any_true(v))
+
+    out: list[AttributeChange] = []
+    for name in sorted(names):
+        raw_b = before_obj.get(name)
+        raw_a = after_obj.get(name)
+        bs = _child(b_sens, name)
+        as_ = _child(a_sens, name)
+        au = _child(a_unknown, name)
+        unknown = _any_true(au)
+        forced = name in forcing
+        changed = (
+            forced
+            or unknown
+            or raw_b != raw_a
+            or type(raw_b) is not type(raw_a)
+            or (both_sides and _prune(bs) != _prune(as_))
+        )
+        if not changed:
+            continue
+        shown_b = scrub.mask(raw_b, bs, None)
+        shown_a = scrub.mask(raw_a, as_, au)
+        out.append(AttributeChange(name=name, before=shown_b, after=shown_a, forces_replacement=forced))
+    return tuple(out)
+
+
+def _child(marks: Any, name: str) -> Any:
+    if marks is True:
+        return True
+    if isinstance(marks, dict):
+        return marks.get(name)
+    return None
+
+
+def _any_true(marks: Any) -> bool:
+    if marks is True:
+        return True
+    if isinstance(marks, dict):
+        return any(_any_true(v) for v in marks.values())
+    if isinstance(marks, list):
+        return any(_any_true(v) for v in marks)
+    return False
+
+
+def _prune(marks: Any) -> Any:
+    """A mark structure without its false parts, or None when nothing in it is marked."""
+    if marks is True:
+        return True
+    if isinstance(marks, dict):
+        kept = {k: p for k, v in marks.items() if (p := _prune(v)) is not None}
+        return kept or None
+    if isinstance(marks, list):
+        items = [_prune(v) for v in marks]
+        return items if any(p is not None for p in items) else None
+    return None
+
+
+class _Scrubber:
+    """Masks values: marked sensitive, marked unknown, or equal to a value known to be sensitive."""
+
+    def __init__(self, plan: Mapping[str, Any]) -> None:
+        self.secrets: set[Any] = set()
+        for key in ("resource_changes", "resource_drift"):
+            for rc in plan.get(key) or ():
+                change = rc.get("change") or {}
+                self._collect(change.get("before"), change.get("before_sensitive"))
+                self._collect(change.get("after"), change.get("after_sensitive"))
+        for change in (plan.get("output_changes") or {}).values():
+            self._collect(change.get("before"), change.get("before_sensitive"))
+            self._collect(change.get("after"), change.get("after_sensitive"))
+        declared = ((plan.get("configuration") or {}).get("root_module") or {}).get("variables") or {}
+        values = plan.get("variables") or {}
+        long_ones: set[str] = set()
+        for name, decl in declared.items():
+            if isinstance(decl, dict) and decl.get("sensitive"):
+                value = (values.get(name) or {}).get("value")
+                self._collect(value, True)
+                long_ones.update(self._strings(value))
+        long_ones = {s for s in long_ones if len(s) >= MIN_SUBSTRING_SECRET}
+        self.pattern = (
+            re.compile("|".join(re.escape(s) for s in sorted(long_ones, key=len, reverse=True)))
+            if long_ones
+            else None
+        )
+
+    def _collect(self, value: Any, marks: Any) -> None:
+        if marks is True:
+            self.secrets.update(self._leaves(value))
+        elif isinstance(marks, dict) and isinstance(value, dict):
+            for k, m in marks.items():
+                if m and k in value:
+                    self._collect(value[k], m)
+        elif isinstance(marks, list) and isinstance(value, list):
+            for v, m in zip(value, marks, strict=False):
+                if m:
+                    self._collect(v, m)
+
+    @staticmethod
+    def _leaves(value: Any) -> Iterable[Any]:
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                stack.extend(v)
+            elif isinstance(v, str):
+                if v:
+                    yield v
+            elif isinstance(v, int | float) and not isinstance(v, bool):
+                yield v
+
+    def _strings(self, value: Any) -> set[str]:
+        return {v for v in self._leaves(value) if isinstance(v, str)}
+
+    def leaf(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if value and (value in self.secrets or (self.pattern is not None and self.pattern.search(value))):
+                return SENSITIVE
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value in self.secrets:
+            return SENSITIVE
+        return value
+
+    def mask(self, value: Any, sens: Any, unknown: Any) -> Any:
+        if sens is True:
+            return SENSITIVE
+        if unknown is True:
+            return UNKNOWN
+        if value is None:
+            # An unknown value nested in an otherwise unknown-free null: show the known skeleton.
+            if isinstance(unknown, dict) and _any_true(unknown):
+                value = {}
+            elif isinstance(unknown, list) and _any_true(unknown):
+                value = []
+            else:
+                return None
+        if isinstance(value, dict):
+            sd = sens if isinstance(sens, dict) else None
+            ud = unknown if isinstance(unknown, dict) else None
+            out = {
+                k: self.mask(v, sd.get(k) if sd else None, ud.get(k) if ud else None)
+                for k, v in value.items()
+            }
+            if ud:
+                for k, u in ud.items():
+                    if k not in out and _any_true(u):
+                        out[k] = self.mask(None, sd.get(k) if sd else None, u)
+            return out
+        if isinstance(value, list):
+            sl = sens if isinstance(sens, list) else None
+            ul = unknown if isinstance(unknown, list) else None
+            items = [
+                self.mask(
+                    v,
+                    sl[i] if sl is not None and i < len(sl) else None,
+                    ul[i] if ul is not None and i < len(ul) else None,
+                )
+                for i, v in enumerate(value)
+            ]
+            if ul is not None and len(ul) > len(items):
+                for i in range(len(items), len(ul)):
+                    items.append(self.mask(None, sl[i] if sl is not None and i < len(sl) else None, ul[i]))
+            return items
+        return self.leaf(value)

@@ -1,0 +1,521 @@
+"""Changes from real `terraform show -json` plans, and edge cases on hand-written plans."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstlume.domain.changes import (
+    GROUPS,
+    SENSITIVE,
+    UNKNOWN,
+    AttributeChange,
+    Change,
+    Summary,
+    changes_from_plan,
+    classify,
+    group_changes,
+    summarize,
+)
+from support.terraform import apply, plan_json, requires_terraform, terraform_env, write_config
+
+SECRET_OLD = "s3cr3t-old-value"
+SECRET_NEW = "s3cr3t-new-value"
+
+SECRET_VAR = """
+variable "secret" {
+  type      = string
+  sensitive = true
+}
+"""
+
+MAIN_BEFORE = (
+    SECRET_VAR
+    + """
+resource "terraform_data" "gone" { input = "x" }
+resource "terraform_data" "repl" {
+  input            = "r"
+  triggers_replace = ["v1"]
+}
+resource "terraform_data" "upd1" { input = "a" }
+resource "terraform_data" "upd2" { input = { name = "x", secret = var.secret } }
+resource "terraform_data" "same" { input = "same" }
+"""
+)
+
+MAIN_AFTER = (
+    SECRET_VAR
+    + """
+resource "terraform_data" "repl" {
+  input            = "r"
+  triggers_replace = ["v2"]
+}
+resource "terraform_data" "upd1" { input = "b" }
+resource "terraform_data" "upd2" { input = { name = "y", secret = var.secret } }
+resource "terraform_data" "same" { input = "same" }
+resource "terraform_data" "new1" { input = var.secret }
+resource "terraform_data" "new2" { input = "n" }
+"""
+)
+
+OTHER_BEFORE = (
+    SECRET_VAR
+    + """
+resource "terraform_data" "cbd" {
+  input            = "c"
+  triggers_replace = "v1"
+  lifecycle { create_before_destroy = true }
+}
+resource "terraform_data" "asked" { input = "k" }
+resource "terraform_data" "kept" { input = "f" }
+resource "terraform_data" "rotate" { input = var.secret }
+"""
+)
+
+OTHER_AFTER = (
+    SECRET_VAR
+    + """
+resource "terraform_data" "cbd" {
+  input            = "c"
+  triggers_replace = "v2"
+  lifecycle { create_before_destroy = true }
+}
+resource "terraform_data" "asked" { input = "k" }
+removed {
+  from = terraform_data.kept
+  lifecycle { destroy = false }
+}
+resource "terraform_data" "rotate" { input = var.secret }
+resource "terraform_data" "path" { input = "${path.module}/other.tfstate" }
+data "terraform_remote_state" "other" {
+  backend = "local"
+  config  = { path = terraform_data.path.output }
+}
+"""
+)
+
+
+def _two_step_plan(workdir: Path, tmp: Path, before: str, after: str, *plan_args: str) -> dict[str, Any]:
+    env = terraform_env(tmp)
+    write_config(workdir, before)
+    apply(workdir, env, f"-var=secret={SECRET_OLD}")
+    write_config(workdir, after)
+    return plan_json(workdir, env, f"-var=secret={SECRET_NEW}", *plan_args)
+
+
+@pytest.fixture(scope="module")
+def main_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("main")
+    return _two_step_plan(tmp / "stack", tmp, MAIN_BEFORE, MAIN_AFTER)
+
+
+@pytest.fixture(scope="module")
+def other_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("other")
+    return _two_step_plan(tmp / "stack", tmp, OTHER_BEFORE, OTHER_AFTER, "-replace=terraform_data.asked")
+
+
+def _by_address(changes: list[Change]) -> dict[str, Change]:
+    return {c.address: c for c in changes}
+
+
+def _attrs(change: Change) -> dict[str, AttributeChange]:
+    return {a.name: a for a in change.attributes}
+
+
+def _dump(changes: list[Change]) -> str:
+    return json.dumps([dataclasses.asdict(c) for c in changes])
+
+
+# --- real plans -------------------------------------------------------------------------------
+
+
+@requires_terraform
+def test_real_plan_groups_counts_order_and_summary_text(main_plan: dict[str, Any]) -> None:
+    changes = changes_from_plan(main_plan)
+    groups = group_changes(changes)
+    assert [(action, title) for action, title, _ in groups] == list(GROUPS)
+    assert [[c.address for c in items] for _, _, items in groups] == [
+        ["terraform_data.gone"],
+        ["terraform_data.repl"],
+        ["terraform_data.upd1", "terraform_data.upd2"],
+        ["terraform_data.new1", "terraform_data.new2"],
+    ]
+    summary = summarize(changes)
+    assert summary.text == "1 delete · 1 replace · 2 update · 2 create"
+    assert summary.as_dict() == {"delete": 1, "replace": 1, "update": 2, "create": 2}
+    assert summary.has_changes
+    assert all(c.unit == "." and c.type == "terraform_data" for c in changes)
+    assert "terraform_data.same" not in _by_address(changes)  # no-op is not listed
+
+
+@requires_terraform
+def test_real_plan_unit_is_the_callers(main_plan: dict[str, Any]) -> None:
+    assert {c.unit for c in changes_from_plan(main_plan, unit="live/eu/net")} == {"live/eu/net"}
+
+
+@requires_terraform
+def test_real_replacement_names_its_forcing_attribute_and_deletes_first(main_plan: dict[str, Any]) -> None:
+    repl = _by_address(changes_from_plan(main_plan))["terraform_data.repl"]
+    assert repl.action == "replace"
+    assert repl.replaced_because == ("triggers_replace",)
+    assert repl.stage_order == ("delete", "create")
+    attrs = _attrs(repl)
+    assert attrs["triggers_replace"] == AttributeChange("triggers_replace", ["v1"], ["v2"], True)
+    assert attrs["id"].after == UNKNOWN and attrs["output"].after == UNKNOWN
+    assert "input" not in attrs  # unchanged
+    assert [a.name for a in repl.attributes if a.forces_replacement] == ["triggers_replace"]
+
+
+@requires_terraform
+def test_real_updates_list_only_changed_attributes_with_unknowns(main_plan: dict[str, Any]) -> None:
+    upd1 = _by_address(changes_from_plan(main_plan))["terraform_data.upd1"]
+    assert upd1.attributes == (
+        AttributeChange("input", "a", "b", False),
+        AttributeChange("output", "a", UNKNOWN, False),
+    )
+    assert upd1.replaced_because == () and upd1.stage_order == ()
+
+
+@requires_terraform
+def test_real_nested_sensitive_value_is_masked_and_its_siblings_shown(main_plan: dict[str, Any]) -> None:
+    upd2 = _attrs(_by_address(changes_from_plan(main_plan))["terraform_data.upd2"])
+    assert upd2["input"].before == {"name": "x", "secret": SENSITIVE}
+    assert upd2["input"].after == {"name": "y", "secret": SENSITIVE}
+    # Terraform loses the mark on terraform_data.output: the secret is in the plan unmarked.
+    assert SECRET_OLD in json.dumps(main_plan["resource_changes"])
+    assert upd2["output"].before == {"name": "x", "secret": SENSITIVE}
+    assert upd2["output"].after == UNKNOWN
+
+
+@requires_terraform
+def test_real_sensitive_variable_in_a_create_is_masked(main_plan: dict[str, Any]) -> None:
+    new1 = _attrs(_by_address(changes_from_plan(main_plan))["terraform_data.new1"])
+    assert new1["input"] == AttributeChange("input", None, SENSITIVE, False)
+    assert new1["id"].after == UNKNOWN
+
+
+@requires_terraform
+def test_real_plans_never_leak_secret_strings(main_plan: dict[str, Any], other_plan: dict[str, Any]) -> None:
+    for plan in (main_plan, other_plan):
+        assert SECRET_NEW in json.dumps(plan)  # the raw plan has them
+        dumped = _dump(changes_from_plan(plan))
+        assert SECRET_OLD not in dumped and SECRET_NEW not in dumped
+        assert "s3cr3t" not in dumped
+
+
+@requires_terraform
+def test_real_create_before_destroy_replacement_creates_first(other_plan: dict[str, Any]) -> None:
+    cbd = _by_address(changes_from_plan(other_plan))["terraform_data.cbd"]
+    assert cbd.action == "replace"
+    assert cbd.stage_order == ("create", "delete")
+    assert cbd.replaced_because == ("triggers_replace",)
+    assert _attrs(cbd)["triggers_replace"] == AttributeChange("triggers_replace", "v1", "v2", True)
+
+
+@requires_terraform
+def test_real_requested_replacement_says_so(other_plan: dict[str, Any]) -> None:
+    asked = _by_address(changes_from_plan(other_plan))["terraform_data.asked"]
+    assert asked.action == "replace"
+    assert asked.replaced_because == ("replacement requested",)
+    assert not any(a.forces_replacement for a in asked.attributes)
+
+
+@requires_terraform
+def test_real_forget_and_data_reads_are_not_listed(other_plan: dict[str, Any]) -> None:
+    actions = {rc["address"]: rc["change"]["actions"] for rc in other_plan["resource_changes"]}
+    assert actions["terraform_data.kept"] == ["forget"]
+    assert actions["data.terraform_remote_state.other"] == ["read"]
+    changes = changes_from_plan(other_plan)
+    assert [c.address for c in changes] == [
+        "terraform_data.asked",
+        "terraform_data.cbd",
+        "terraform_data.path",
+        "terraform_data.rotate",
+    ]
+    assert summarize(changes).text == "2 replace · 1 update · 1 create"
+
+
+@requires_terraform
+def test_real_rotated_secret_is_listed_though_both_sides_read_sensitive(other_plan: dict[str, Any]) -> None:
+    rotate = _attrs(_by_address(changes_from_plan(other_plan))["terraform_data.rotate"])
+    assert rotate["input"] == AttributeChange("input", SENSITIVE, SENSITIVE, False)
+    assert rotate["output"].before == SENSITIVE  # unmarked by Terraform, scrubbed here
+    assert rotate["output"].after == UNKNOWN
+
+
+# --- hand-written plans -----------------------------------------------------------------------
+
+
+def _rc(address: str, actions: list[str], **change: Any) -> dict[str, Any]:
+    extra = {k: change.pop(k) for k in ("mode", "action_reason", "deposed") if k in change}
+    return {
+        "address": address,
+        "mode": extra.get("mode", "managed"),
+        "type": address.split(".")[-2],
+        "change": {"actions": actions, **change},
+        **{k: v for k, v in extra.items() if k != "mode"},
+    }
+
+
+def _one(rc: dict[str, Any], **plan: Any) -> Change:
+    changes = changes_from_plan({"resource_changes": [rc], **plan})
+    assert len(changes) == 1
+    return changes[0]
+
+
+@pytest.mark.parametrize(
+    ("actions", "expected"),
+    [
+        (["delete"], ("delete", ())),
+        (["create"], ("create", ())),
+        (["update"], ("update", ())),
+        (["delete", "create"], ("replace", ("delete", "create"))),
+        (["create", "delete"], ("replace", ("create", "delete"))),
+        (["create", "forget"], ("create", ())),
+        (["forget"], None),
+        (["no-op"], None),
+        (["read"], None),
+    ],
+)
+def test_classify_actions(actions: list[str], expected: Any) -> None:
+    assert classify(actions) == expected
+
+
+def test_data_sources_noops_and_forgets_are_skipped() -> None:
+    plan = {
+        "resource_changes": [
+            _rc("data.x_y.d", ["read"], mode="data", before=None, after={"a": 1}),
+            _rc("data.x_y.e", ["update"], mode="data", before={"a": 1}, after={"a": 2}),
+            _rc("x_y.noop", ["no-op"], before={"a": 1}, after={"a": 1}),
+            _rc("x_y.forgotten", ["forget"], before={"a": 1}, after=None),
+        ]
+    }
+    assert changes_from_plan(plan) == []
+    assert summarize([]).text == "no changes"
+    assert not summarize([]).has_changes
+
+
+def test_plan_without_resource_changes_gives_no_changes_and_four_empty_groups() -> None:
+    assert changes_from_plan({"format_version": "1.2"}) == []
+    assert [(a, t, items) for a, t, items in group_changes([])] == [(a, t, []) for a, t in GROUPS]
+
+
+def test_summary_text_omits_zero_parts() -> None:
+    assert Summary(delete=0, replace=2, update=0, create=1).text == "2 replace · 1 create"
+
+
+def test_delete_lists_the_values_it_removes() -> None:
+    change = _one(_rc("x_y.a", ["delete"], before={"id": "i-1", "name": "n", "empty": None}, after=None))
+    assert change.action == "delete"
+    assert change.attributes == (
+        AttributeChange("id", "i-1", None, False),
+        AttributeChange("name", "n", None, False),
+    )
+
+
+def test_replace_path_with_index_is_bracketed_and_forces_even_when_value_looks_unchanged() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["delete", "create"],
+            before={"network": [{"name": "p1"}], "zone": "a"},
+            after={"network": [{"name": "p2"}], "zone": "a"},
+            before_sensitive={"network": [{"name": True}]},
+            after_sensitive={"network": [{"name": True}]},
+            replace_paths=[["network", 0, "name"], ["zone"]],
+            action_reason="replace_because_cannot_update",
+        )
+    )
+    assert change.replaced_because == ("network[0].name", "zone")
+    assert change.attributes == (
+        AttributeChange("network", [{"name": SENSITIVE}], [{"name": SENSITIVE}], True),
+        AttributeChange("zone", "a", "a", True),
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        ("replace_by_request", "replacement requested"),
+        ("replace_because_tainted", "tainted"),
+        ("replace_by_triggers", "replace_triggered_by"),
+    ],
+)
+def test_replacement_without_paths_gives_its_reason(reason: str, text: str) -> None:
+    change = _one(_rc("x_y.a", ["delete", "create"], before={"a": 1}, after={"a": 1}, action_reason=reason))
+    assert change.replaced_because == (text,)
+    assert change.attributes == ()
+
+
+def test_reason_is_only_for_replacements() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["delete"],
+            before={"a": 1},
+            after=None,
+            action_reason="delete_because_no_resource_config",
+        )
+    )
+    assert change.replaced_because == () and change.stage_order == ()
+
+
+def test_changed_secret_is_listed_without_exposing_either_side() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"password": "hunter2-old", "same": "hunter2-same"},
+            after={"password": "hunter2-new", "same": "hunter2-same"},
+            before_sensitive={"password": True, "same": True},
+            after_sensitive={"password": True, "same": True},
+        )
+    )
+    assert change.attributes == (AttributeChange("password", SENSITIVE, SENSITIVE, False),)
+    assert "hunter2" not in _dump([change])
+
+
+def test_becoming_sensitive_is_a_change() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"token": "tok-abc", "plain": "p"},
+            after={"token": "tok-abc", "plain": "p"},
+            before_sensitive={},
+            after_sensitive={"token": True, "plain": [False]},
+        )
+    )
+    assert change.attributes == (AttributeChange("token", SENSITIVE, SENSITIVE, False),)
+    assert "tok-abc" not in _dump([change])
+
+
+def test_whole_object_sensitive_masks_every_attribute() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["create"],
+            before=None,
+            after={"a": "alpha-secret", "b": {"c": "gamma-secret"}},
+            before_sensitive=False,
+            after_sensitive=True,
+            after_unknown={"id": True},
+        )
+    )
+    assert change.attributes == (
+        AttributeChange("a", None, SENSITIVE, False),
+        AttributeChange("b", None, SENSITIVE, False),
+        AttributeChange("id", None, SENSITIVE, False),
+    )
+    assert "secret" not in _dump([change])
+
+
+def test_sensitive_list_items_and_deep_values_are_masked() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"tags": ["pub", "priv-1"], "deep": {"l": [{"k": "deep-1", "v": "ok"}]}},
+            after={"tags": ["pub", "priv-2"], "deep": {"l": [{"k": "deep-2", "v": "ok"}]}},
+            before_sensitive={"tags": [False, True], "deep": {"l": [{"k": True}]}},
+            after_sensitive={"tags": [False, True], "deep": {"l": [{"k": True}]}},
+        )
+    )
+    attrs = _attrs(change)
+    assert attrs["tags"].before == ["pub", SENSITIVE] and attrs["tags"].after == ["pub", SENSITIVE]
+    assert attrs["deep"].after == {"l": [{"k": SENSITIVE, "v": "ok"}]}
+    dumped = _dump([change])
+    assert "priv-" not in dumped and "deep-" not in dumped
+
+
+def test_value_marked_sensitive_elsewhere_is_scrubbed_where_terraform_lost_the_mark() -> None:
+    plan = {
+        "resource_changes": [
+            _rc(
+                "x_y.a",
+                ["update"],
+                before={"in": "leaky-one", "out": "leaky-one"},
+                after={"in": "leaky-two", "out": "leaky-two"},
+                before_sensitive={"in": True},
+                after_sensitive={"in": True},
+            ),
+            _rc(
+                "x_y.b",
+                ["create"],
+                before=None,
+                after={"copy": "leaky-two", "o": "out-secret", "seven": 7, "flag": True, "plain": "p"},
+            ),
+            _rc(
+                "x_y.c",
+                ["create"],
+                before=None,
+                after={"n": 7, "f": True},
+                after_sensitive={"n": True, "f": True},
+            ),
+        ],
+        "output_changes": {"o": {"before": None, "after": "out-secret", "after_sensitive": True}},
+    }
+    by = _by_address(changes_from_plan(plan))
+    assert _attrs(by["x_y.a"])["out"] == AttributeChange("out", SENSITIVE, SENSITIVE, False)
+    b = _attrs(by["x_y.b"])
+    assert [b[n].after for n in ("copy", "o", "seven")] == [SENSITIVE] * 3
+    assert b["flag"].after is True and b["plain"].after == "p"  # booleans are never scrubbed
+    dumped = _dump(list(by.values()))
+    assert "leaky" not in dumped and "out-secret" not in dumped
+
+
+def test_sensitive_root_variable_is_scrubbed_even_inside_longer_strings() -> None:
+    change = _one(
+        _rc("x_y.a", ["create"], before=None, after={"url": "postgres://u:pa55word@db/eu", "region": "eu"}),
+        variables={"db_password": {"value": "pa55word"}, "region": {"value": "eu"}},
+        configuration={"root_module": {"variables": {"db_password": {"sensitive": True}, "region": {}}}},
+    )
+    assert _attrs(change)["url"].after == SENSITIVE
+    assert _attrs(change)["region"].after == "eu"  # not sensitive
+
+
+def test_nested_unknowns_are_known_after_apply() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"tags": {"a": "1"}, "list": ["x"]},
+            after={"tags": {"a": "1"}, "list": ["x", None]},
+            after_unknown={"tags": {"b": True}, "list": [False, True]},
+        )
+    )
+    attrs = _attrs(change)
+    assert attrs["tags"].after == {"a": "1", "b": UNKNOWN}
+    assert attrs["list"].after == ["x", UNKNOWN]
+
+
+def test_unknown_attribute_missing_from_after_is_listed() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"id": "1", "arn": "a1"},
+            after={"id": "1"},
+            after_unknown={"arn": True},
+        )
+    )
+    assert change.attributes == (AttributeChange("arn", "a1", UNKNOWN, False),)
+
+
+def test_deposed_object_gets_its_own_address() -> None:
+    plan = {
+        "resource_changes": [
+            _rc("x_y.a", ["create", "delete"], before={"v": 1}, after={"v": 2}, replace_paths=[["v"]]),
+            _rc("x_y.a", ["delete"], before={"v": 0}, after=None, deposed="0badf00d"),
+        ]
+    }
+    changes = changes_from_plan(plan)
+    assert [(c.address, c.action) for c in changes] == [
+        ("x_y.a", "replace"),
+        ("x_y.a (deposed object 0badf00d)", "delete"),
+    ]
