@@ -43,7 +43,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from firstlume.app import create_app
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets")
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio")
     return 0
 
 
