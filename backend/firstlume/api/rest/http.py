@@ -24,8 +24,8 @@ class InvalidJson(FirstlumeError):
     http_status = 400
 
 
-def error_response(status: int, code: str, message: str, **details: Any) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=status)
+def error_response(http_status: int, code: str, message: str, /, **details: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=http_status)
 
 
 def context_of(request: Request) -> Context:
@@ -77,5 +77,6 @@ def endpoint(handler: Handler) -> Handler:
     return wrapped
 
 
+@endpoint
 async def not_found_route(request: Request) -> Response:
     raise NotFound(f"No route {request.method} {request.url.path}.")

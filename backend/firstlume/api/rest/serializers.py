@@ -48,7 +48,7 @@ async def stacks_json(session: AsyncSession, stacks: list[Stack]) -> list[dict[s
     folder_ids = {s.folder_id for s in stacks if s.folder_id}
     paths = {}
     if folder_ids:
-        paths = dict((await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))).tuples().all())
+        paths = dict((await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))).all())
     return [stack_json(s, paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
 
 
@@ -77,11 +77,11 @@ async def runs_json(session: AsyncSession, runs: list[Run]) -> list[dict[str, An
         return []
     run_ids = [r.id for r in runs]
     stack_slugs = dict(
-        (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_({r.stack_id for r in runs})))).tuples().all()
+        (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_({r.stack_id for r in runs})))).all()
     )
     user_ids = {u for r in runs for u in (r.created_by_id, r.approved_by_id) if u}
     emails = (
-        dict((await session.execute(select(User.id, User.email).where(User.id.in_(user_ids)))).tuples().all())
+        dict((await session.execute(select(User.id, User.email).where(User.id.in_(user_ids)))).all())
         if user_ids
         else {}
     )
