@@ -1,0 +1,43 @@
+# Two commands: `make run` serves the embedded default with a seeded demo; `make test` runs the
+# whole suite against SQLite and PostgreSQL. Both set up everything they need first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export FIRSTLUME_DATA_DIR ?= $(CURDIR)/.firstlume
+
+.PHONY: run test install check lint typecheck schema bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/firstlume migrate
+	@echo "Paste these exports into your shell (the demo token is new each time):"
+	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
+	$(BIN)/firstlume serve --host $(HOST) --port $(PORT)
+
+test: install
+	scripts/ensure-test-services.sh
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check backend tests bench
+	$(BIN)/ruff format --check backend tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+check: lint typecheck
+
+bench: install
+	$(BIN)/python bench/bench_changes.py
+
+clean:
+	rm -rf $(VENV) .firstlume

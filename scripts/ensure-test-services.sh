@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# What the test suite needs beyond Python packages: a PostgreSQL server on 127.0.0.1:5432 that
+# accepts user postgres without a password (the tests create and drop their own databases).
+set -euo pipefail
+
+pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+
+if ! pg_up; then
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    version=$(ls /etc/postgresql | sort -n | tail -n 1)
+    echo "starting PostgreSQL $version" >&2
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  fi
+  for _ in $(seq 1 60); do pg_up && break; sleep 0.5; done
+fi
+if ! pg_up; then
+  echo "PostgreSQL is not reachable on 127.0.0.1:5432; the suite runs against it too. See README: Testing." >&2
+  exit 1
+fi
