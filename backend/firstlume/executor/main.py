@@ -1,0 +1,60 @@
+"""Entry point of `firstlume executor`: configuration from the environment, one phase, exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from firstlume.executor.client import ExecutorClient
+from firstlume.executor.phase import PhaseRunner
+
+URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
+TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"
+WORK_DIR_VAR = "FIRSTLUME_WORK_DIR"
+
+
+def run_from_env(environ: Mapping[str, str] = os.environ) -> int:
+    """Runs the phase the token is for. Exit code: 0 succeeded, 1 failed (reported to the
+    control plane), 2 nothing could be reported (bad configuration, dead token, unreachable)."""
+    missing = [name for name in (URL_VAR, TOKEN_VAR) if not environ.get(name)]
+    if missing:
+        print(f"firstlume executor: missing environment variable {', '.join(missing)}", file=sys.stderr)
+        return 2
+    label = "run {} {} attempt {}".format(
+        environ.get("FIRSTLUME_RUN_ID", "?"),
+        environ.get("FIRSTLUME_PHASE", "?"),
+        environ.get("FIRSTLUME_ATTEMPT", "?"),
+    )
+    given = environ.get(WORK_DIR_VAR)
+    work_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="firstlume-executor-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return asyncio.run(_run(environ[URL_VAR], environ[TOKEN_VAR], work_dir, environ, label))
+    finally:
+        if not given:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+async def _run(url: str, token: str, work_dir: Path, environ: Mapping[str, str], label: str) -> int:
+    async with ExecutorClient(url, token) as client:
+        runner = PhaseRunner(client, work_dir, base_env=environ)
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGTERM, runner.terminate, "the executor was terminated (SIGTERM)")
+        except (NotImplementedError, RuntimeError):
+            pass  # not in the main thread, or a platform without signals
+        outcome = await runner.run()
+    result = outcome.status or "not reported"
+    detail = f": {outcome.error}" if outcome.error and outcome.status != "succeeded" else ""
+    print(f"firstlume executor: {label}: {result}{detail}", file=sys.stderr)
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(run_from_env())

@@ -1,0 +1,262 @@
+"""Checkout with pygit2 against real repositories: file:// and a private smart-HTTP server."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pygit2
+import pytest
+from pygit2.enums import CredentialType
+
+from firstlume.executor.checkout import (
+    HTTPS_TOKEN_USER,
+    CheckoutError,
+    GitAuth,
+    _Callbacks,
+    checkout,
+    commit_url,
+    display_url,
+)
+from support.git_repos import commit_files, make_repo
+
+MAIN_TF = 'resource "terraform_data" "a" {}\n'
+
+
+def test_plan_checkout_takes_the_tip_of_the_branch_with_its_commit_details(tmp_path: Path) -> None:
+    url, _ = make_repo(tmp_path / "repo", {"infra/main.tf": MAIN_TF})
+    tip = commit_files(
+        tmp_path / "repo",
+        {"infra/extra.tf": "# more\n"},
+        "Add extra\n\nA body that is not the first line.",
+        author=("Grace Hopper", "grace@example.com"),
+    )
+
+    commit = checkout(url, tmp_path / "work", branch="main")
+
+    assert commit.sha == tip
+    assert commit.author == "Grace Hopper <grace@example.com>"
+    assert commit.message == "Add extra"
+    assert commit.url is None  # a local repository has no browsable page
+    assert (tmp_path / "work" / "infra" / "extra.tf").read_text() == "# more\n"
+
+
+def test_plan_checkout_uses_the_named_branch_not_the_default_one(tmp_path: Path) -> None:
+    url, main_sha = make_repo(tmp_path / "repo", {"main.tf": MAIN_TF})
+    feature = commit_files(tmp_path / "repo", {"feature.tf": "# f\n"}, "Feature", branch="feature")
+    commit_files(tmp_path / "repo", {}, "Back on main", branch="main")
+
+    on_feature = checkout(url, tmp_path / "a", branch="feature")
+    on_main = checkout(url, tmp_path / "b", branch="main")
+
+    assert on_feature.sha == feature
+    assert (tmp_path / "a" / "feature.tf").exists()
+    assert on_main.sha != feature and on_main.sha != main_sha
+    assert not (tmp_path / "b" / "feature.tf").exists()
+
+
+def test_apply_checkout_takes_exactly_the_planned_commit_after_the_branch_moved(tmp_path: Path) -> None:
+    url, planned = make_repo(tmp_path / "repo", {"main.tf": MAIN_TF, "old.tf": "# old\n"})
+    commit_files(tmp_path / "repo", {"old.tf": None, "new.tf": "# new\n"}, "Move on")
+
+    commit = checkout(url, tmp_path / "work", sha=planned)
+
+    assert commit.sha == planned
+    assert commit.message == "Initial commit"
+    assert (tmp_path / "work" / "old.tf").exists()
+    assert not (tmp_path / "work" / "new.tf").exists()
+    assert str(pygit2.Repository(str(tmp_path / "work")).head.target) == planned
+
+
+def test_apply_checkout_fails_clearly_when_the_commit_is_gone(tmp_path: Path) -> None:
+    url, _ = make_repo(tmp_path / "repo", {"main.tf": MAIN_TF})
+    missing = "0123456789abcdef0123456789abcdef01234567"
+
+    with pytest.raises(CheckoutError, match=f"commit {missing} is not in {url}"):
+        checkout(url, tmp_path / "work", sha=missing)
+
+
+def test_plan_checkout_fails_clearly_when_the_branch_does_not_exist(tmp_path: Path) -> None:
+    url, _ = make_repo(tmp_path / "repo", {"main.tf": MAIN_TF})
+
+    with pytest.raises(CheckoutError, match="branch 'release' does not exist"):
+        checkout(url, tmp_path / "work", branch="release")
+
+
+def test_checkout_of_a_missing_repository_names_it(tmp_path: Path) -> None:
+    url = (tmp_path / "nowhere").as_uri()
+
+    with pytest.raises(CheckoutError, match=f"cannot clone {url}"):
+        checkout(url, tmp_path / "work", branch="main")
+
+
+@pytest.mark.parametrize(
+    ("repository", "expected"),
+    [
+        ("https://github.com/acme/infra.git", "https://github.com/acme/infra/commit/abc"),
+        ("https://github.com/acme/infra", "https://github.com/acme/infra/commit/abc"),
+        ("git@github.com:acme/infra.git", "https://github.com/acme/infra/commit/abc"),
+        ("ssh://git@github.com/acme/infra.git", "https://github.com/acme/infra/commit/abc"),
+        (
+            "ssh://git@gitlab.example.com:2222/group/sub/infra.git",
+            "https://gitlab.example.com/group/sub/infra/-/commit/abc",
+        ),
+        ("https://gitlab.com/group/infra.git", "https://gitlab.com/group/infra/-/commit/abc"),
+        ("git@bitbucket.org:team/infra.git", "https://bitbucket.org/team/infra/commits/abc"),
+        (
+            "https://x-access-token:s3cret@github.com/acme/infra.git",
+            "https://github.com/acme/infra/commit/abc",
+        ),
+        ("file:///srv/git/infra", None),
+        ("https://git.example.com/acme/infra.git", None),
+        ("/srv/git/infra", None),
+    ],
+)
+def test_commit_url_is_browsable_for_hosted_git_only(repository: str, expected: str | None) -> None:
+    assert commit_url(repository, "abc") == expected
+
+
+def test_display_url_never_shows_credentials() -> None:
+    assert display_url("https://user:s3cret@github.com/acme/infra.git") == "https://github.com/acme/infra.git"
+    assert display_url("git@github.com:acme/infra.git") == "git@github.com:acme/infra.git"
+
+
+def test_ssh_key_is_offered_from_memory_as_the_url_user() -> None:
+    callbacks = _Callbacks(GitAuth(ssh_private_key="-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n"))
+
+    credential = callbacks.credentials("ssh://git@host/r.git", "git", CredentialType.SSH_KEY)
+
+    assert isinstance(credential, pygit2.KeypairFromMemory)
+    assert credential.credential_tuple == ("git", None, "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n", "")
+
+
+def test_credentials_are_offered_once_then_refused_instead_of_looping() -> None:
+    callbacks = _Callbacks(GitAuth(https_token="tok"))
+    callbacks.credentials("https://host/r.git", None, CredentialType.USERPASS_PLAINTEXT)
+
+    with pytest.raises(CheckoutError, match="refused the credentials"):
+        callbacks.credentials("https://host/r.git", None, CredentialType.USERPASS_PLAINTEXT)
+
+
+# -- a private repository over smart HTTP (git http-backend behind Basic auth) -----------------
+
+
+class _GitHttpBackend(BaseHTTPRequestHandler):
+    server: _GitServer
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _serve(self) -> None:
+        self.server.authorizations.append(self.headers.get("Authorization"))
+        if self.headers.get("Authorization") != self.server.expected_authorization:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        body = self._body()
+        env = {
+            "PATH": os.environ["PATH"],
+            "GIT_PROJECT_ROOT": str(self.server.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": HTTPS_TOKEN_USER,
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        output = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=True)
+        head, _, payload = output.stdout.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.split(b"\r\n"):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            else:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        chunks = []
+        while size := int(self.rfile.readline().strip(), 16):
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+        self.rfile.readline()
+        return b"".join(chunks)
+
+
+class _GitServer(ThreadingHTTPServer):
+    def __init__(self, root: Path, token: str) -> None:
+        super().__init__(("127.0.0.1", 0), _GitHttpBackend)
+        self.root = root
+        credentials = base64.b64encode(f"{HTTPS_TOKEN_USER}:{token}".encode()).decode()
+        self.expected_authorization = f"Basic {credentials}"
+        self.authorizations: list[str | None] = []
+
+
+@pytest.fixture
+def private_repo(tmp_path: Path) -> Iterator[tuple[_GitServer, str, str]]:
+    _, sha = make_repo(tmp_path / "srv" / "infra", {"main.tf": MAIN_TF})
+    server = _GitServer(tmp_path / "srv", token="ghp_right_token")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}/infra", sha
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_private_repository_is_cloned_with_the_https_token(
+    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+) -> None:
+    server, url, sha = private_repo
+
+    commit = checkout(url, tmp_path / "work", branch="main", auth=GitAuth(https_token="ghp_right_token"))
+
+    assert commit.sha == sha
+    assert server.expected_authorization in server.authorizations
+    assert (tmp_path / "work" / "main.tf").exists()
+
+
+def test_wrong_https_token_fails_without_revealing_it(
+    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+) -> None:
+    _, url, _ = private_repo
+
+    with pytest.raises(CheckoutError) as failure:
+        checkout(url, tmp_path / "work", branch="main", auth=GitAuth(https_token="ghp_wrong_token"))
+
+    assert "refused the credentials" in str(failure.value)
+    assert "ghp_wrong_token" not in str(failure.value)
+
+
+def test_private_repository_without_credentials_fails_clearly(
+    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+) -> None:
+    _, url, _ = private_repo
+
+    with pytest.raises(CheckoutError, match="asks for credentials"):
+        checkout(url, tmp_path / "work", branch="main")
