@@ -9,14 +9,13 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from conftest import Tenant, make_stack
 from firstlume.db.models import Run, RunStatusChange
 from firstlume.services.context import Context
 from support.runs import plan_run, start, status_of
 from support.scenarios import MAIN_AFTER, MAIN_BEFORE, SECRET_NEW, SECRET_OLD, two_step_plan
 from support.snapshot import snapshot
 from support.terraform import requires_terraform
-
-from conftest import Tenant, make_stack
 
 pytestmark = requires_terraform
 O = "/api/v1/orgs/acme"
@@ -58,7 +57,10 @@ async def test_changes_are_grouped_ordered_counted_and_summarised(
         ("create", "Will be created", 2),
     ]
     by_address = {c["address"]: c for g in body["groups"] for c in g["changes"]}
-    assert [c["address"] for c in body["groups"][2]["changes"]] == ["terraform_data.upd1", "terraform_data.upd2"]
+    assert [c["address"] for c in body["groups"][2]["changes"]] == [
+        "terraform_data.upd1",
+        "terraform_data.upd2",
+    ]
     repl = by_address["terraform_data.repl"]
     assert repl["type"] == "terraform_data" and repl["unit"] == "."
     assert repl["replaced_because"] == ["triggers_replace"]
@@ -69,7 +71,9 @@ async def test_changes_are_grouped_ordered_counted_and_summarised(
     assert upd1["output"]["after"] == "(known after apply)"
     upd2 = {a["name"]: a for a in by_address["terraform_data.upd2"]["attributes"]}
     assert upd2["input"]["after"] == {"name": "y", "secret": "(sensitive)"}
-    assert {a["name"]: a["after"] for a in by_address["terraform_data.new1"]["attributes"]}["input"] == "(sensitive)"
+    assert {a["name"]: a["after"] for a in by_address["terraform_data.new1"]["attributes"]}[
+        "input"
+    ] == "(sensitive)"
     assert "terraform_data.same" not in by_address
 
     run = (await client.get(f"{O}/runs/{run_id}", headers=tenant.headers)).json()
@@ -95,7 +99,9 @@ async def test_approve_refuses_missing_acknowledgement_and_lists_it(
         (["terraform_data.repl", "terraform_data.upd1"], ["terraform_data.gone"]),
     ]:
         response = await client.post(
-            f"{O}/runs/{run_id}/approve", headers=tenant.headers, content=json.dumps({"acknowledged": acknowledged})
+            f"{O}/runs/{run_id}/approve",
+            headers=tenant.headers,
+            content=json.dumps({"acknowledged": acknowledged}),
         )
         assert response.status_code == 409
         error = response.json()["error"]
@@ -122,7 +128,10 @@ async def test_approve_with_every_destructive_address_records_them_and_the_appro
     assert run["approval"]["approved_at"] is not None
     assert run["approval"]["confirm_destructive"] is True
     assert sorted(run["approval"]["acknowledged"]) == DESTRUCTIVE
-    assert run["configuration"]["settings"]["confirm_destructive"] == {"value": True, "origin": "organization"}
+    assert run["configuration"]["settings"]["confirm_destructive"] == {
+        "value": True,
+        "origin": "organization",
+    }
     changes = (await client.get(f"{O}/runs/{run_id}/changes", headers=tenant.headers)).json()
     assert {c["state"] for g in changes["groups"] for c in g["changes"]} == {"pending"}
     async with ctx.db.transaction() as session:
@@ -141,7 +150,9 @@ async def test_approve_with_every_destructive_address_records_them_and_the_appro
         ("awaiting_approval", "apply_queued", tenant.email),
     ]
     assert stored is not None and sorted(stored.acknowledged) == DESTRUCTIVE
-    second = await client.post(f"{O}/runs/{run_id}/approve", headers=tenant.headers, content='{"acknowledged": []}')
+    second = await client.post(
+        f"{O}/runs/{run_id}/approve", headers=tenant.headers, content='{"acknowledged": []}'
+    )
     assert second.status_code == 409 and second.json()["error"]["code"] == "invalid_status"
 
 
@@ -149,7 +160,9 @@ async def test_approval_without_confirm_destructive_needs_no_acknowledgement(
     client: httpx.AsyncClient, tenant: Tenant, ctx: Context, main_plan: dict[str, Any]
 ) -> None:
     run_id = await awaiting_run(ctx, tenant, main_plan, confirm=False)
-    response = await client.post(f"{O}/runs/{run_id}/approve", headers=tenant.headers, content='{"acknowledged": []}')
+    response = await client.post(
+        f"{O}/runs/{run_id}/approve", headers=tenant.headers, content='{"acknowledged": []}'
+    )
     assert response.status_code == 200 and response.json()["status"] == "apply_queued"
     assert response.json()["approval"]["acknowledged"] == []
 
@@ -169,7 +182,9 @@ async def test_require_approval_off_goes_straight_to_apply_queued(
     client: httpx.AsyncClient, tenant: Tenant, ctx: Context, main_plan: dict[str, Any]
 ) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo", "folder": "prod"})
-    response = await client.patch(f"{O}/folders/prod/settings", headers=tenant.headers, content='{"require_approval": false}')
+    response = await client.patch(
+        f"{O}/folders/prod/settings", headers=tenant.headers, content='{"require_approval": false}'
+    )
     assert response.status_code == 200
     run_id = await start(ctx, tenant.token, tenant.org, "net", "apply")
     assert await plan_run(ctx, main_plan) == {run_id: "apply_queued"}

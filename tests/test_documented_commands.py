@@ -51,7 +51,15 @@ def make_run(tmp_path: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen[
     env.pop("FIRSTLUME_DATABASE_URL", None)
     env.pop("FIRSTLUME_ENCRYPTION_KEYS", None)
     process = subprocess.Popen(
-        ["make", "--no-print-directory", "-C", str(ROOT), "run", f"PORT={port}", f"VENV={Path(sys.executable).parent.parent}"],
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(ROOT),
+            "run",
+            f"PORT={port}",
+            f"VENV={Path(sys.executable).parent.parent}",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -87,7 +95,9 @@ def _ready(url: str) -> bool:
 def shell(exports: dict[str, str], command: str, **variables: str) -> str:
     script = "\n".join(f"export {k}={v}" for k, v in exports.items())
     script += "".join(f"\nexport {k}={v}" for k, v in variables.items())
-    result = subprocess.run(["bash", "-c", script + "\n" + command], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        ["bash", "-c", script + "\n" + command], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -8,7 +8,10 @@ from firstlume.domain.inheritance import Level, levels_outermost_first, resolve_
 def test_defaults_when_nothing_is_set() -> None:
     resolved = resolve_settings(levels_outermost_first({}, [], {}))
     assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (True, "default")
-    assert (resolved["confirm_destructive"].value, resolved["confirm_destructive"].origin) == (False, "default")
+    assert (resolved["confirm_destructive"].value, resolved["confirm_destructive"].origin) == (
+        False,
+        "default",
+    )
 
 
 def test_nearest_level_wins_and_names_its_origin() -> None:
@@ -19,7 +22,10 @@ def test_nearest_level_wins_and_names_its_origin() -> None:
     )
     resolved = resolve_settings(levels)
     assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (True, "stack")
-    assert (resolved["confirm_destructive"].value, resolved["confirm_destructive"].origin) == (True, "folder:prod")
+    assert (resolved["confirm_destructive"].value, resolved["confirm_destructive"].origin) == (
+        True,
+        "folder:prod",
+    )
 
 
 def test_inner_folder_beats_outer_folder_and_none_means_inherit() -> None:
@@ -29,12 +35,18 @@ def test_inner_folder_beats_outer_folder_and_none_means_inherit() -> None:
         {"require_approval": None},
     )
     resolved = resolve_settings(levels)
-    assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (False, "folder:prod/eu")
+    assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (
+        False,
+        "folder:prod/eu",
+    )
 
 
 def test_false_is_a_value_not_an_absence() -> None:
     resolved = resolve_settings(levels_outermost_first({"require_approval": False}, [], {}))
-    assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (False, "organization")
+    assert (resolved["require_approval"].value, resolved["require_approval"].origin) == (
+        False,
+        "organization",
+    )
 
 
 def test_variables_nearest_level_wins() -> None:

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from sqlalchemy import select, update
 
+from conftest import Tenant, make_stack
 from firstlume.db.models import Run
 from firstlume.domain.errors import StackLocked
 from firstlume.domain.runs import HOLDS_LOCK, RunStatus
@@ -15,8 +16,6 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.services.transitions import change_status
 from support.runs import start
-
-from conftest import Tenant, make_stack
 
 
 @pytest.fixture
@@ -27,7 +26,10 @@ async def stack(ctx: Context, tenant: Tenant) -> str:
 
 async def _statuses(ctx: Context) -> list[tuple[int, str]]:
     async with ctx.db.transaction() as session:
-        return [tuple(r) for r in (await session.execute(select(Run.number, Run.status).order_by(Run.number))).all()]  # type: ignore[misc]
+        return [
+            tuple(r)
+            for r in (await session.execute(select(Run.number, Run.status).order_by(Run.number))).all()
+        ]  # type: ignore[misc]
 
 
 async def test_three_runs_queue_in_arrival_order(ctx: Context, tenant: Tenant, stack: str) -> None:
@@ -48,7 +50,9 @@ async def test_three_runs_queue_in_arrival_order(ctx: Context, tenant: Tenant, s
     assert await _statuses(ctx) == [(1, "planned"), (2, "planning"), (3, "queued")]
 
 
-async def test_concurrent_starts_get_distinct_consecutive_numbers(ctx: Context, tenant: Tenant, stack: str) -> None:
+async def test_concurrent_starts_get_distinct_consecutive_numbers(
+    ctx: Context, tenant: Tenant, stack: str
+) -> None:
     await asyncio.gather(*(start(ctx, tenant.token, tenant.org, stack, "plan") for _ in range(8)))
     numbers = [n for n, _ in await _statuses(ctx)]
     assert numbers == list(range(1, 9))
@@ -65,7 +69,9 @@ async def test_racing_schedulers_start_one_run_per_stack(ctx: Context, tenant: T
     assert statuses == [(1, "planning"), (2, "queued"), (3, "queued")]
 
 
-async def test_database_refuses_a_second_lock_holder_even_past_the_code(ctx: Context, tenant: Tenant, stack: str) -> None:
+async def test_database_refuses_a_second_lock_holder_even_past_the_code(
+    ctx: Context, tenant: Tenant, stack: str
+) -> None:
     """Two transactions that both read 'queued' and both try to take the lock: the database's
     partial unique index lets exactly one commit."""
     ids = [await start(ctx, tenant.token, tenant.org, stack, "plan") for _ in range(2)]

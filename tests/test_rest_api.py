@@ -7,11 +7,10 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import Tenant, make_stack, make_tenant
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.snapshot import snapshot
-
-from conftest import Tenant, make_stack, make_tenant
 
 O = "/api/v1/orgs/acme"
 
@@ -53,7 +52,9 @@ async def test_create_and_read_stacks_and_folders(client: httpx.AsyncClient, ten
     assert again.status_code == 200
     paths = [f["path"] for f in (await client.get(f"{O}/folders", headers=h)).json()["folders"]]
     assert paths == ["dev", "dev/us", "dev/us/east", "prod", "prod/eu"]
-    duplicate = await client.post(f"{O}/stacks", headers=h, **form('{"slug": "net", "repository": "file:///x"}'))
+    duplicate = await client.post(
+        f"{O}/stacks", headers=h, **form('{"slug": "net", "repository": "file:///x"}')
+    )
     assert duplicate.status_code == 409 and duplicate.json()["error"]["code"] == "already_exists"
 
 
@@ -69,14 +70,18 @@ async def test_settings_resolve_with_origins_and_null_removes(
     assert await effective(f"/stacks/{stack}") == {
         "require_approval": (True, "default"), "confirm_destructive": (False, "default"),
     }  # fmt: skip
-    assert (await client.patch(f"{O}/settings", headers=h, **form('{"require_approval": false}'))).status_code == 200
+    assert (
+        await client.patch(f"{O}/settings", headers=h, **form('{"require_approval": false}'))
+    ).status_code == 200
     assert (await effective(f"/stacks/{stack}"))["require_approval"] == (False, "organization")
     await client.patch(f"{O}/folders/prod/settings", headers=h, **form('{"confirm_destructive": true}'))
     await client.patch(f"{O}/folders/prod/eu/settings", headers=h, **form('{"require_approval": true}'))
     assert await effective(f"/stacks/{stack}") == {
         "require_approval": (True, "folder:prod/eu"), "confirm_destructive": (True, "folder:prod"),
     }  # fmt: skip
-    response = await client.patch(f"{O}/stacks/{stack}/settings", headers=h, **form('{"confirm_destructive": false}'))
+    response = await client.patch(
+        f"{O}/stacks/{stack}/settings", headers=h, **form('{"confirm_destructive": false}')
+    )
     assert response.json()["explicit"] == {"require_approval": None, "confirm_destructive": False}
     assert (await effective(f"/stacks/{stack}"))["confirm_destructive"] == (False, "stack")
     # null removes the level's value: the stack and the inner folder inherit again.
@@ -97,10 +102,14 @@ async def test_variables_sensitive_values_are_write_only(
 ) -> None:
     h = curl_headers(tenant)
     secret = "s3cr3t-db-password-value"
-    put = await client.put(f"{O}/variables/db_password", headers=h, **form(f'{{"value": "{secret}", "sensitive": true}}'))
+    put = await client.put(
+        f"{O}/variables/db_password", headers=h, **form(f'{{"value": "{secret}", "sensitive": true}}')
+    )
     assert put.status_code == 200 and put.json()["value"] is None and put.json()["sensitive"] is True
     await client.put(f"{O}/folders/prod/variables/region", headers=h, **form('{"value": "eu-west-1"}'))
-    await client.put(f"{O}/stacks/{stack}/variables/TF_LOG", headers=h, **form('{"value": "DEBUG", "kind": "env"}'))
+    await client.put(
+        f"{O}/stacks/{stack}/variables/TF_LOG", headers=h, **form('{"value": "DEBUG", "kind": "env"}')
+    )
     listed = await client.get(f"{O}/variables", headers=h)
     assert listed.json()["variables"][0]["name"] == "db_password" and secret not in listed.text
     folder_vars = (await client.get(f"{O}/folders/prod/variables", headers=h)).json()["variables"]
@@ -113,12 +122,19 @@ async def test_variables_sensitive_values_are_write_only(
     assert (await client.get(f"{O}/folders/prod/variables", headers=h)).json()["variables"] == []
 
 
-async def test_runs_start_list_get_and_cancel(client: httpx.AsyncClient, tenant: Tenant, stack: str, ctx: Context) -> None:
+async def test_runs_start_list_get_and_cancel(
+    client: httpx.AsyncClient, tenant: Tenant, stack: str, ctx: Context
+) -> None:
     h = curl_headers(tenant)
     first = await client.post(f"{O}/stacks/{stack}/runs", headers=h, **form('{"type": "plan"}'))
     assert first.status_code == 201, first.text
     run = first.json()
-    assert (run["status"], run["type"], run["created_by"], run["queue_position"]) == ("queued", "plan", tenant.email, 1)
+    assert (run["status"], run["type"], run["created_by"], run["queue_position"]) == (
+        "queued",
+        "plan",
+        tenant.email,
+        1,
+    )
     second = (await client.post(f"{O}/stacks/{stack}/runs", headers=h, **form('{"type": "apply"}'))).json()
     assert second["queue_position"] == 2
     listed = (await client.get(f"{O}/stacks/{stack}/runs", headers=h)).json()["runs"]
@@ -155,7 +171,11 @@ async def test_approve_and_discard_refuse_runs_not_awaiting_approval(
 
 
 async def test_logs_are_plain_text(client: httpx.AsyncClient, tenant: Tenant, stack: str) -> None:
-    run = (await client.post(f"{O}/stacks/{stack}/runs", headers=curl_headers(tenant), **form('{"type": "plan"}'))).json()
+    run = (
+        await client.post(
+            f"{O}/stacks/{stack}/runs", headers=curl_headers(tenant), **form('{"type": "plan"}')
+        )
+    ).json()
     response = await client.get(f"{O}/runs/{run['id']}/logs", headers=tenant.headers)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     assert response.text == ""
@@ -172,8 +192,22 @@ BAD_REQUESTS = [
     ("POST", "/stacks/nope/runs", '{"type": "plan"}', None, 404, "not_found"),
     ("POST", "/stacks", '{"slug": "Bad Slug!", "repository": "file:///r"}', None, 422, "invalid_request"),
     ("POST", "/stacks", '{"slug": "ok", "repository": 7}', None, 422, "invalid_request"),
-    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "path": "../../etc"}', None, 422, "invalid_request"),
-    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "folder": "a//.."}', None, 422, "invalid_request"),
+    (
+        "POST",
+        "/stacks",
+        '{"slug": "ok", "repository": "file:///r", "path": "../../etc"}',
+        None,
+        422,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/stacks",
+        '{"slug": "ok", "repository": "file:///r", "folder": "a//.."}',
+        None,
+        422,
+        "invalid_request",
+    ),
     ("POST", "/folders", '{"path": 3}', None, 422, "invalid_request"),
     ("PATCH", "/settings", '{"require_approval": "yes"}', None, 422, "invalid_request"),
     ("PATCH", "/settings", '{"approvers": ["x"]}', None, 422, "invalid_request"),
@@ -189,7 +223,14 @@ BAD_REQUESTS = [
     ("GET", "/runs?active=false", "", None, 422, "invalid_request"),
     ("GET", "/stacks/net/runs?limit=lots", "", None, 422, "invalid_request"),
     ("POST", "/stacks/net/runs", '{"type": "plan"}', {}, 401, "unauthenticated"),
-    ("POST", "/stacks/net/runs", '{"type": "plan"}', {"Authorization": "Bearer fl_wrong"}, 401, "unauthenticated"),
+    (
+        "POST",
+        "/stacks/net/runs",
+        '{"type": "plan"}',
+        {"Authorization": "Bearer fl_wrong"},
+        401,
+        "unauthenticated",
+    ),
     ("POST", "/stacks/net/runs", '{"type": "plan"}', {"Authorization": "Basic abc"}, 401, "unauthenticated"),
 ]
 
@@ -223,7 +264,11 @@ async def test_unknown_org_and_other_orgs_are_indistinguishable(
     client: httpx.AsyncClient, tenant: Tenant, stack: str, ctx: Context
 ) -> None:
     other = await make_tenant(ctx, "globex", "hank@globex.example")
-    run = (await client.post(f"{O}/stacks/{stack}/runs", headers=curl_headers(tenant), **form('{"type": "plan"}'))).json()
+    run = (
+        await client.post(
+            f"{O}/stacks/{stack}/runs", headers=curl_headers(tenant), **form('{"type": "plan"}')
+        )
+    ).json()
     before = await snapshot(ctx)
     for method, path in [
         ("GET", f"{O}/stacks"),

@@ -86,5 +86,3 @@ def _graphql_and_spa_routes() -> list[BaseRoute]:
 
     routes += spa_routes(STATIC_DIR)
     return routes
-
-

@@ -22,7 +22,9 @@ def _with_context(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
     async def main() -> T:
         db = Database(settings.database_url)
         try:
-            ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=PubSub("memory://"))
+            ctx = Context(
+                settings=settings, db=db, keyring=load_keyring(settings), pubsub=PubSub("memory://")
+            )
             return await work(ctx)
         finally:
             await db.dispose()
@@ -43,7 +45,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from firstlume.app import create_app
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio")
+    uvicorn.run(
+        create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio"
+    )
     return 0
 
 
@@ -117,9 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(handler=cmd_serve)
 
-    sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(handler=cmd_executor)
-    sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(handler=cmd_migrate)
-    sub.add_parser("keygen", help="print a new encryption key for FIRSTLUME_ENCRYPTION_KEYS").set_defaults(handler=cmd_keygen)
+    sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(
+        handler=cmd_executor
+    )
+    sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(
+        handler=cmd_migrate
+    )
+    sub.add_parser("keygen", help="print a new encryption key for FIRSTLUME_ENCRYPTION_KEYS").set_defaults(
+        handler=cmd_keygen
+    )
 
     org = sub.add_parser("org", help="organizations").add_subparsers(dest="org_command", required=True)
     org_create = org.add_parser("create", help="create an organization")

@@ -50,8 +50,14 @@ async def seed_demo(ctx: Context) -> Demo:
         if org is None:
             org = await accounts.create_org(session, DEMO_ORG, "Demo")
         token = await accounts.create_token(session, DEMO_ORG, DEMO_USER, name="demo")
-        if await session.scalar(select(Stack.id).where(Stack.org_id == org.id, Stack.slug == DEMO_STACK)) is None:
+        if (
+            await session.scalar(select(Stack.id).where(Stack.org_id == org.id, Stack.slug == DEMO_STACK))
+            is None
+        ):
             await catalog.create_stack(
-                session, ctx.keyring, org, {"slug": DEMO_STACK, "name": "Demo", "folder": "examples", "repository": url}
+                session,
+                ctx.keyring,
+                org,
+                {"slug": DEMO_STACK, "name": "Demo", "folder": "examples", "repository": url},
             )
     return Demo(org=DEMO_ORG, stack=DEMO_STACK, token=token)

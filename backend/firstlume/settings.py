@@ -80,7 +80,8 @@ class Settings:
             public_url=env.get("FIRSTLUME_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/"),
             pubsub_url=env.get("FIRSTLUME_PUBSUB_URL", default_pubsub),
             executor_heartbeat_interval=_positive_float(
-                "FIRSTLUME_EXECUTOR_HEARTBEAT_INTERVAL", env.get("FIRSTLUME_EXECUTOR_HEARTBEAT_INTERVAL", "10")
+                "FIRSTLUME_EXECUTOR_HEARTBEAT_INTERVAL",
+                env.get("FIRSTLUME_EXECUTOR_HEARTBEAT_INTERVAL", "10"),
             ),
             environ=env,
         )

@@ -38,7 +38,9 @@ async def plan_run(ctx: Context, plan_json: dict[str, Any]) -> dict[str, str]:
     Returns run id → resulting status."""
     results = {}
     for launch in await dispatch.claim_plans(ctx):
-        await report(ctx, launch.token, "plan", {"plan_file_b64": "cGxhbg==", "plan_json": plan_json, "variables": []})
+        await report(
+            ctx, launch.token, "plan", {"plan_file_b64": "cGxhbg==", "plan_json": plan_json, "variables": []}
+        )
         results[launch.run_id] = await report(ctx, launch.token, "finish", {"status": "succeeded"})
     return results
 

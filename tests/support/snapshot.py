@@ -15,5 +15,5 @@ async def snapshot(ctx: Context) -> dict[str, list[Any]]:
     async with ctx.db.transaction() as session:
         for table in Base.metadata.sorted_tables:
             rows = (await session.execute(select(table))).all()
-            result[table.name] = sorted((tuple(map(repr, row)) for row in rows))
+            result[table.name] = sorted(tuple(map(repr, row)) for row in rows)
     return result

@@ -18,11 +18,16 @@ async def readyz(request: Request) -> Response:
     try:
         revision = await current_revision(ctx.db.engine)
     except Exception:
-        return JSONResponse({"status": "unavailable", "reason": "The database does not answer."}, status_code=503)
+        return JSONResponse(
+            {"status": "unavailable", "reason": "The database does not answer."}, status_code=503
+        )
     head = head_revision()
     if revision != head:
         return JSONResponse(
-            {"status": "unavailable", "reason": f"The database is at migration {revision}, not {head}: run `firstlume migrate`."},
+            {
+                "status": "unavailable",
+                "reason": f"The database is at migration {revision}, not {head}: run `firstlume migrate`.",
+            },
             status_code=503,
         )
     return JSONResponse({"status": "ok", "migration": revision})

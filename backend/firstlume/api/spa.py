@@ -14,13 +14,22 @@ PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>Firstlu
 
 
 def spa_routes(static_dir: Path) -> list[BaseRoute]:
+    # The built assets are known when the app starts: serving looks names up in this table, so a
+    # request path can never reach a file outside the directory.
+    files = (
+        {p.relative_to(static_dir).as_posix(): p for p in static_dir.rglob("*") if p.is_file()}
+        if static_dir.is_dir()
+        else {}
+    )
+    index = files.get("index.html")
+
     async def serve(request: Request) -> Response:
-        relative = request.path_params.get("path", "")
-        candidate = (static_dir / relative).resolve()
-        if relative and candidate.is_file() and static_dir.resolve() in candidate.parents:
-            return FileResponse(candidate)
-        index = static_dir / "index.html"
-        if index.is_file():
+        asset = files.get(request.path_params.get("path", ""))
+        if asset is not None:
+            immutable = asset.parent.name == "assets"  # Vite fingerprints these names
+            headers = {"cache-control": "public, max-age=31536000, immutable" if immutable else "no-cache"}
+            return FileResponse(asset, headers=headers)
+        if index is not None:
             return FileResponse(index, headers={"cache-control": "no-cache"})
         return HTMLResponse(PLACEHOLDER)
 

@@ -253,7 +253,10 @@ class ResourceChange(Base):
     """One planned change, computed once from the plan, and its state during the apply."""
 
     __tablename__ = "resource_changes"
-    __table_args__ = (UniqueConstraint("run_id", "address"), Index("ix_resource_changes_run_pos", "run_id", "position"))
+    __table_args__ = (
+        UniqueConstraint("run_id", "address"),
+        Index("ix_resource_changes_run_pos", "run_id", "position"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     position: Mapped[int] = mapped_column(Integer)

@@ -83,6 +83,8 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
     def __init__(self, current: Any, target: Any) -> None:
-        super().__init__(f"A run cannot go from {current} to {target}.", current=str(current), target=str(target))
+        super().__init__(
+            f"A run cannot go from {current} to {target}.", current=str(current), target=str(target)
+        )
         self.current = current
         self.target = target

@@ -33,7 +33,8 @@ async def ensure_folder(session: AsyncSession, org: Organization, path: str) -> 
     segments = path.split("/")
     wanted = ["/".join(segments[: i + 1]) for i in range(len(segments))]
     existing = {
-        f.path: f for f in await session.scalars(select(Folder).where(Folder.org_id == org.id, Folder.path.in_(wanted)))
+        f.path: f
+        for f in await session.scalars(select(Folder).where(Folder.org_id == org.id, Folder.path.in_(wanted)))
     }
     parent: Folder | None = None
     created = False
@@ -62,7 +63,9 @@ async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Fol
         return []
     segments = folder.path.split("/")
     prefixes = ["/".join(segments[: i + 1]) for i in range(len(segments))]
-    rows = await session.scalars(select(Folder).where(Folder.org_id == folder.org_id, Folder.path.in_(prefixes)))
+    rows = await session.scalars(
+        select(Folder).where(Folder.org_id == folder.org_id, Folder.path.in_(prefixes))
+    )
     return sorted(rows, key=lambda f: f.path.count("/"))
 
 
@@ -77,11 +80,14 @@ async def list_stacks(session: AsyncSession, org: Organization) -> list[Stack]:
     return list(await session.scalars(select(Stack).where(Stack.org_id == org.id).order_by(Stack.slug)))
 
 
-async def create_stack(session: AsyncSession, keyring: KeyRing, org: Organization, body: dict[str, Any]) -> Stack:
+async def create_stack(
+    session: AsyncSession, keyring: KeyRing, org: Organization, body: dict[str, Any]
+) -> Stack:
     unknown = sorted(set(body) - STACK_FIELDS)
     if unknown:
         raise InvalidRequest(
-            f"Unknown field '{unknown[0]}'; a stack takes {', '.join(sorted(STACK_FIELDS))}.", field=unknown[0]
+            f"Unknown field '{unknown[0]}'; a stack takes {', '.join(sorted(STACK_FIELDS))}.",
+            field=unknown[0],
         )
     slug = require_slug("slug", body.get("slug"))
     repository = require_str("repository", body.get("repository"))
@@ -95,7 +101,13 @@ async def create_stack(session: AsyncSession, keyring: KeyRing, org: Organizatio
         folder, _ = await ensure_folder(session, org, require_folder_path("folder", body["folder"]))
         folder_id = folder.id
     stack = Stack(
-        org_id=org.id, folder_id=folder_id, slug=slug, name=name, repository=repository, branch=branch, path=path
+        org_id=org.id,
+        folder_id=folder_id,
+        slug=slug,
+        name=name,
+        repository=repository,
+        branch=branch,
+        path=path,
     )
     session.add(stack)
     await session.flush()

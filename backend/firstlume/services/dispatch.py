@@ -18,7 +18,7 @@ from firstlume.db.types import utcnow
 from firstlume.domain.errors import StackLocked, StatusChanged
 from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, Phase, RunStatus
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.services.context import Context, Unit
+from firstlume.services.context import Context
 from firstlume.services.execution import fail_run
 from firstlume.services.transitions import change_status
 
@@ -52,7 +52,9 @@ async def _claim(ctx: Context, run_id: str, expected: RunStatus, target: RunStat
     try:
         async with ctx.unit() as unit:
             run = await unit.session.scalar(
-                select(Run).where(Run.id == run_id, Run.status == expected.value).with_for_update(skip_locked=True)
+                select(Run)
+                .where(Run.id == run_id, Run.status == expected.value)
+                .with_for_update(skip_locked=True)
             )
             if run is None:
                 return None
@@ -61,7 +63,9 @@ async def _claim(ctx: Context, run_id: str, expected: RunStatus, target: RunStat
             await change_status(unit, run, target, actor="scheduler", phase_attempt=attempt, heartbeat_at=now)
             phase = PHASE_OF_RUNNING_STATUS[target]
             token = new_token("flx")
-            unit.session.add(PhaseToken(run_id=run.id, phase=phase.value, attempt=attempt, token_hash=hash_token(token)))
+            unit.session.add(
+                PhaseToken(run_id=run.id, phase=phase.value, attempt=attempt, token_hash=hash_token(token))
+            )
             names = (
                 await unit.session.execute(
                     select(Organization.slug, Stack.slug)
@@ -95,7 +99,10 @@ async def claim_applies(ctx: Context, limit: int = 20) -> list[PhaseLaunch]:
     async with ctx.db.transaction() as session:
         run_ids = list(
             await session.scalars(
-                select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value).order_by(Run.updated_at).limit(limit)
+                select(Run.id)
+                .where(Run.status == RunStatus.APPLY_QUEUED.value)
+                .order_by(Run.updated_at)
+                .limit(limit)
             )
         )
     claimed = []
@@ -132,7 +139,9 @@ async def running_phases(ctx: Context) -> list[PhaseRef]:
         rows = await session.execute(
             select(Run.id, Run.status, Run.phase_attempt).where(Run.status.in_([s.value for s in RUNNING]))
         )
-        return [PhaseRef(r.id, PHASE_OF_RUNNING_STATUS[RunStatus(r.status)].value, r.phase_attempt) for r in rows]
+        return [
+            PhaseRef(r.id, PHASE_OF_RUNNING_STATUS[RunStatus(r.status)].value, r.phase_attempt) for r in rows
+        ]
 
 
 async def expire_heartbeats(ctx: Context) -> list[str]:
@@ -143,7 +152,10 @@ async def expire_heartbeats(ctx: Context) -> list[str]:
             await session.execute(
                 select(Run.id, Run.status, Run.phase_attempt).where(
                     Run.status.in_([s.value for s in RUNNING]),
-                    or_(Run.heartbeat_at < deadline, and_(Run.heartbeat_at.is_(None), Run.updated_at < deadline)),
+                    or_(
+                        Run.heartbeat_at < deadline,
+                        and_(Run.heartbeat_at.is_(None), Run.updated_at < deadline),
+                    ),
                 )
             )
         ).all()

@@ -47,7 +47,9 @@ def _context(run_id: str, part: str) -> str:
     return f"plan:{run_id}:{part}"
 
 
-async def authenticate_phase(session: AsyncSession, token: str | None, *, lock: bool = False) -> tuple[Run, PhaseToken]:
+async def authenticate_phase(
+    session: AsyncSession, token: str | None, *, lock: bool = False
+) -> tuple[Run, PhaseToken]:
     if not token:
         raise Unauthenticated("Send the executor's phase token: 'Authorization: Bearer <token>'.")
     row = await session.scalar(
@@ -70,7 +72,9 @@ async def authenticate_phase(session: AsyncSession, token: str | None, *, lock: 
 
 async def revoke_phase_tokens(session: AsyncSession, run_id: str) -> None:
     await session.execute(
-        update(PhaseToken).where(PhaseToken.run_id == run_id, PhaseToken.revoked_at.is_(None)).values(revoked_at=utcnow())
+        update(PhaseToken)
+        .where(PhaseToken.run_id == run_id, PhaseToken.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
     )
 
 
@@ -86,14 +90,21 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         commit_sha = None
     else:
         artifact = await _artifact(session, run)
-        variables = json.loads(ctx.keyring.decrypt_text(artifact.variables_sealed, _context(run.id, "variables")))
+        variables = json.loads(
+            ctx.keyring.decrypt_text(artifact.variables_sealed, _context(run.id, "variables"))
+        )
         commit_sha = run.commit_sha
     return {
         "run_id": run.id,
         "phase": token.phase,
         "attempt": token.attempt,
         "run_type": run.type,
-        "stack": {"slug": stack.slug, "repository": stack.repository, "branch": stack.branch, "path": stack.path},
+        "stack": {
+            "slug": stack.slug,
+            "repository": stack.repository,
+            "branch": stack.branch,
+            "path": stack.path,
+        },
         "git_auth": {
             "https_token": ctx.keyring.decrypt_text(stack.git_https_token_sealed, git_context)
             if stack.git_https_token_sealed
@@ -113,7 +124,9 @@ async def heartbeat(session: AsyncSession, run: Run) -> None:
     await session.execute(update(Run).where(Run.id == run.id).values(heartbeat_at=utcnow()))
 
 
-def _str_field(body: dict[str, Any], name: str, *, required: bool = True, max_length: int = 100_000) -> str | None:
+def _str_field(
+    body: dict[str, Any], name: str, *, required: bool = True, max_length: int = 100_000
+) -> str | None:
     value = body.get(name)
     if value is None and not required:
         return None
@@ -205,26 +218,33 @@ async def append_log(unit: Unit, run: Run, body: dict[str, Any]) -> int:
 async def record_state_backends(unit: Unit, run: Run, body: dict[str, Any]) -> None:
     backends = body.get("backends")
     if not isinstance(backends, list) or not all(
-        isinstance(b, dict) and isinstance(b.get("unit"), str) and isinstance(b.get("backend"), str) for b in backends
+        isinstance(b, dict) and isinstance(b.get("unit"), str) and isinstance(b.get("backend"), str)
+        for b in backends
     ):
         raise InvalidRequest("'backends' must be a list of {unit, backend}.", field="backends")
     run.state_backends = [{"unit": b["unit"], "backend": b["backend"]} for b in backends]
     unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
 
 
-async def store_plan(ctx: Context, unit: Unit, run: Run, token: PhaseToken, body: dict[str, Any]) -> dict[str, Any]:
+async def store_plan(
+    ctx: Context, unit: Unit, run: Run, token: PhaseToken, body: dict[str, Any]
+) -> dict[str, Any]:
     if token.phase != Phase.PLAN:
         raise Conflict("Only the plan phase uploads a plan.")
     session = unit.session
     if await session.get(PlanArtifact, run.id) is not None:
         raise Conflict("This run already has a plan.")
     try:
-        plan_file = base64.b64decode(_str_field(body, "plan_file_b64", max_length=500_000_000) or "", validate=True)
+        plan_file = base64.b64decode(
+            _str_field(body, "plan_file_b64", max_length=500_000_000) or "", validate=True
+        )
     except (binascii.Error, ValueError):
         raise InvalidRequest("'plan_file_b64' must be base64.", field="plan_file_b64") from None
     plan_json = body.get("plan_json")
     if not isinstance(plan_json, dict):
-        raise InvalidRequest("'plan_json' must be the object `terraform show -json` prints.", field="plan_json")
+        raise InvalidRequest(
+            "'plan_json' must be the object `terraform show -json` prints.", field="plan_json"
+        )
     lock_file = _str_field(body, "lock_file", required=False, max_length=10_000_000)
     variables = body.get("variables", [])
     if not isinstance(variables, list):
@@ -239,7 +259,9 @@ async def store_plan(ctx: Context, unit: Unit, run: Run, token: PhaseToken, body
             run_id=run.id,
             plan_file_sealed=keyring.encrypt(plan_file, _context(run.id, "plan_file")),
             plan_json_sealed=keyring.encrypt(json.dumps(plan_json).encode(), _context(run.id, "plan_json")),
-            lock_file_sealed=keyring.encrypt_text(lock_file, _context(run.id, "lock_file")) if lock_file else None,
+            lock_file_sealed=keyring.encrypt_text(lock_file, _context(run.id, "lock_file"))
+            if lock_file
+            else None,
             variables_sealed=keyring.encrypt_text(json.dumps(variables), _context(run.id, "variables")),
             plan_sha256=hashlib.sha256(plan_file).hexdigest(),
         )
@@ -302,7 +324,9 @@ async def load_plan(ctx: Context, session: AsyncSession, run: Run, token: PhaseT
         "lock_file": keyring.decrypt_text(artifact.lock_file_sealed, _context(run.id, "lock_file"))
         if artifact.lock_file_sealed
         else None,
-        "variables": json.loads(keyring.decrypt_text(artifact.variables_sealed, _context(run.id, "variables"))),
+        "variables": json.loads(
+            keyring.decrypt_text(artifact.variables_sealed, _context(run.id, "variables"))
+        ),
         "config_yaml": run.config_yaml,
         "commit_sha": run.commit_sha,
     }
@@ -316,15 +340,22 @@ async def record_resources(unit: Unit, run: Run, token: PhaseToken, body: dict[s
         raise InvalidRequest("'updates' must be a list.", field="updates")
     by_address: dict[str, dict[str, Any]] = {}
     for item in updates:
-        if not isinstance(item, dict) or not isinstance(item.get("address"), str) or item.get("state") not in RESOURCE_STATES:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("address"), str)
+            or item.get("state") not in RESOURCE_STATES
+        ):
             raise InvalidRequest(
-                f"Each update needs an 'address' and a 'state' among {', '.join(RESOURCE_STATES)}.", field="updates"
+                f"Each update needs an 'address' and a 'state' among {', '.join(RESOURCE_STATES)}.",
+                field="updates",
             )
         by_address[item["address"]] = item
     if not by_address:
         return
     rows = await unit.session.scalars(
-        select(ResourceChange).where(ResourceChange.run_id == run.id, ResourceChange.address.in_(list(by_address)))
+        select(ResourceChange).where(
+            ResourceChange.run_id == run.id, ResourceChange.address.in_(list(by_address))
+        )
     )
     changed = []
     for row in rows:
@@ -334,7 +365,11 @@ async def record_resources(unit: Unit, run: Run, token: PhaseToken, body: dict[s
         row.error = error if isinstance(error, str) else None
         stages = item.get("stages")
         if isinstance(stages, list) and stages:
-            row.stages = [{"action": str(s.get("action")), "state": str(s.get("state"))} for s in stages if isinstance(s, dict)]
+            row.stages = [
+                {"action": str(s.get("action")), "state": str(s.get("state"))}
+                for s in stages
+                if isinstance(s, dict)
+            ]
         changed.append(row.address)
     await unit.session.flush()
     event: dict[str, Any] = {"type": "resources", "run_id": run.id}
@@ -350,14 +385,19 @@ async def _mark_unstarted_not_applied(unit: Unit, run: Run) -> None:
     touched = False
     for row in rows:
         row.state = "not_applied"
-        row.stages = [{**s, "state": "not_applied" if s.get("state") == "pending" else s.get("state")} for s in row.stages]
+        row.stages = [
+            {**s, "state": "not_applied" if s.get("state") == "pending" else s.get("state")}
+            for s in row.stages
+        ]
         touched = True
     if touched:
         unit.publish_after_commit(run_channel(run.id), {"type": "resources", "run_id": run.id})
 
 
 async def _fail_running_steps(unit: Unit, run: Run) -> None:
-    for step in await unit.session.scalars(select(RunStep).where(RunStep.run_id == run.id, RunStep.status == "running")):
+    for step in await unit.session.scalars(
+        select(RunStep).where(RunStep.run_id == run.id, RunStep.status == "running")
+    ):
         await set_step(unit, run, step.name, "failed")
 
 
@@ -379,7 +419,9 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
         raise InvalidRequest("'error' must be a string or null.", field="error")
     session = unit.session
     if status == "failed":
-        return await fail_run(unit, run, (error or "The executor reported a failure.")[:20_000], actor="executor")
+        return await fail_run(
+            unit, run, (error or "The executor reported a failure.")[:20_000], actor="executor"
+        )
     await revoke_phase_tokens(session, run.id)
     if token.phase == Phase.APPLY:
         await _mark_unstarted_not_applied(unit, run)
@@ -392,7 +434,7 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
     rules = await effective_settings(session, stack)
     has_changes = bool(run.summary_delete or run.summary_replace or run.summary_update or run.summary_create)
     target = status_after_plan(RunType(run.type), has_changes, bool(rules["require_approval"].value))
-    recorded = {
+    recorded: dict[str, Any] = {
         "approval_required": bool(rules["require_approval"].value),
         "approval_required_origin": rules["require_approval"].origin,
         "confirm_destructive": bool(rules["confirm_destructive"].value),

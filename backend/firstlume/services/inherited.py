@@ -60,7 +60,9 @@ def patch_settings(scope: Scope, body: dict[str, Any]) -> None:
         raise InvalidRequest(f"Send at least one of {', '.join(SETTING_NAMES)}.")
     for name, value in body.items():
         if name not in SETTING_NAMES:
-            raise InvalidRequest(f"Unknown setting '{name}'; the settings are {', '.join(SETTING_NAMES)}.", field=name)
+            raise InvalidRequest(
+                f"Unknown setting '{name}'; the settings are {', '.join(SETTING_NAMES)}.", field=name
+            )
         optional_bool(name, value)
     for name, value in body.items():
         setattr(scope, name, value)
@@ -87,7 +89,9 @@ async def list_variables(session: AsyncSession, scope: Scope) -> list[Variable]:
     return list(
         await session.scalars(
             select(Variable)
-            .where(Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id)
+            .where(
+                Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id
+            )
             .order_by(Variable.name)
         )
     )
@@ -113,12 +117,17 @@ async def put_variable(
         )
     unknown = sorted(set(body) - {"value", "sensitive", "kind"})
     if unknown:
-        raise InvalidRequest(f"Unknown field '{unknown[0]}'; a variable takes value, sensitive and kind.", field=unknown[0])
+        raise InvalidRequest(
+            f"Unknown field '{unknown[0]}'; a variable takes value, sensitive and kind.", field=unknown[0]
+        )
     if "value" not in body:
         raise InvalidRequest("'value' is required.", field="value")
     value = body["value"]
     if not isinstance(value, str | int | float | bool | list | dict):
-        raise InvalidRequest(f"'value' must be a string, number, boolean, list or object; got {type_name(value)}.", field="value")
+        raise InvalidRequest(
+            f"'value' must be a string, number, boolean, list or object; got {type_name(value)}.",
+            field="value",
+        )
     sensitive = require_bool("sensitive", body.get("sensitive", False))
     kind = body.get("kind", "terraform")
     if kind not in ("terraform", "env"):
@@ -129,7 +138,10 @@ async def put_variable(
     scope_label = scope_name(scope)
     variable = await session.scalar(
         select(Variable).where(
-            Variable.org_id == org_id, Variable.scope == scope_label, Variable.scope_id == scope.id, Variable.name == name
+            Variable.org_id == org_id,
+            Variable.scope == scope_label,
+            Variable.scope_id == scope.id,
+            Variable.name == name,
         )
     )
     if variable is None:
@@ -137,7 +149,9 @@ async def put_variable(
         session.add(variable)
     variable.kind = kind
     variable.sensitive = sensitive
-    variable.value_sealed = keyring.encrypt_text(_value_text(value), _variable_context(org_id, scope_label, scope.id, name))
+    variable.value_sealed = keyring.encrypt_text(
+        _value_text(value), _variable_context(org_id, scope_label, scope.id, name)
+    )
     variable.updated_at = utcnow()
     await session.flush()
     return variable
@@ -147,7 +161,10 @@ async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> Non
     org_id = scope.id if isinstance(scope, Organization) else scope.org_id
     result = await session.execute(
         delete(Variable).where(
-            Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id, Variable.name == name
+            Variable.org_id == org_id,
+            Variable.scope == scope_name(scope),
+            Variable.scope_id == scope.id,
+            Variable.name == name,
         )
     )
     if result.rowcount == 0:  # type: ignore[attr-defined]
@@ -156,7 +173,8 @@ async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> Non
 
 def reveal(keyring: KeyRing, variable: Variable) -> str:
     return keyring.decrypt_text(
-        variable.value_sealed, _variable_context(variable.org_id, variable.scope, variable.scope_id, variable.name)
+        variable.value_sealed,
+        _variable_context(variable.org_id, variable.scope, variable.scope_id, variable.name),
     )
 
 
@@ -164,7 +182,11 @@ async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: St
     """The stack's variables with values, nearest level winning. Only executors may see values."""
     org, folders, _ = await _chain(session, stack)
     scope_ids = [org.id, *(f.id for f in folders), stack.id]
-    rows = list(await session.scalars(select(Variable).where(Variable.org_id == org.id, Variable.scope_id.in_(scope_ids))))
+    rows = list(
+        await session.scalars(
+            select(Variable).where(Variable.org_id == org.id, Variable.scope_id.in_(scope_ids))
+        )
+    )
     by_scope: dict[str, dict[str, Variable]] = {}
     for row in rows:
         by_scope.setdefault(row.scope_id, {})[row.name] = row
@@ -184,5 +206,3 @@ async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: St
         )
         for name, item in sorted(resolved.items())
     ]
-
-

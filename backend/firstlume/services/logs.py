@@ -23,7 +23,10 @@ async def read_log(
     query = select(LogChunk.offset, LogChunk.text).where(LogChunk.run_id == run_id)
     # A chunk that starts before `offset` may still end after it: take the one that straddles it.
     straddling = (
-        select(LogChunk.offset).where(LogChunk.run_id == run_id, LogChunk.offset <= offset).order_by(LogChunk.offset.desc()).limit(1)
+        select(LogChunk.offset)
+        .where(LogChunk.run_id == run_id, LogChunk.offset <= offset)
+        .order_by(LogChunk.offset.desc())
+        .limit(1)
     )
     start = (await session.scalar(straddling)) or 0
     query = query.where(LogChunk.offset >= start)

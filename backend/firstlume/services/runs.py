@@ -9,7 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, ResourceChange, Run, RunStatusChange, RunStep, Stack
 from firstlume.db.types import utcnow
-from firstlume.domain.errors import AcknowledgementRequired, CannotCancel, InvalidRequest, InvalidStatus, NotFound
+from firstlume.domain.errors import (
+    AcknowledgementRequired,
+    CannotCancel,
+    InvalidRequest,
+    InvalidStatus,
+    NotFound,
+)
 from firstlume.domain.runs import ACTIVE, CANCELABLE, RunStatus, RunType
 from firstlume.pubsub import org_runs_channel, run_channel
 from firstlume.services.context import Actor, Unit
@@ -37,7 +43,10 @@ async def start_run(unit: Unit, actor: Actor, stack: Stack, body: dict[str, Any]
     # The counter update takes the stack's row lock (PostgreSQL) or the write lock (SQLite):
     # concurrent starts get consecutive numbers, which are the queue's arrival order.
     number = await session.scalar(
-        update(Stack).where(Stack.id == stack.id).values(run_counter=Stack.run_counter + 1).returning(Stack.run_counter)
+        update(Stack)
+        .where(Stack.id == stack.id)
+        .values(run_counter=Stack.run_counter + 1)
+        .returning(Stack.run_counter)
     )
     now = utcnow()
     run = Run(
@@ -55,7 +64,9 @@ async def start_run(unit: Unit, actor: Actor, stack: Stack, body: dict[str, Any]
     )
     session.add(run)
     await session.flush()
-    session.add(RunStatusChange(run_id=run.id, from_status=None, to_status=run.status, at=now, actor=actor.email))
+    session.add(
+        RunStatusChange(run_id=run.id, from_status=None, to_status=run.status, at=now, actor=actor.email)
+    )
     event = {"type": "status", "run_id": run.id, "status": run.status, "from": None}
     unit.publish_after_commit(run_channel(run.id), event)
     unit.publish_after_commit(org_runs_channel(run.org_id), event)
@@ -85,10 +96,14 @@ async def destructive_addresses(session: AsyncSession, run_id: str) -> list[str]
 def _acknowledged_list(body: dict[str, Any]) -> list[str]:
     unknown = sorted(set(body) - {"acknowledged"})
     if unknown:
-        raise InvalidRequest(f"Unknown field '{unknown[0]}'; approval takes only 'acknowledged'.", field=unknown[0])
+        raise InvalidRequest(
+            f"Unknown field '{unknown[0]}'; approval takes only 'acknowledged'.", field=unknown[0]
+        )
     value = body.get("acknowledged", [])
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise InvalidRequest("'acknowledged' must be a list of resource addresses (strings).", field="acknowledged")
+        raise InvalidRequest(
+            "'acknowledged' must be a list of resource addresses (strings).", field="acknowledged"
+        )
     return list(dict.fromkeys(value))
 
 
@@ -102,7 +117,9 @@ async def mark_changes_pending(session: AsyncSession, run_id: str) -> None:
 async def approve_run(unit: Unit, actor: Actor, run: Run, body: dict[str, Any]) -> Run:
     acknowledged = _acknowledged_list(body)
     if run.status != RunStatus.AWAITING_APPROVAL:
-        raise InvalidStatus(f"Run {run.id} is {run.status}; only a run awaiting approval can be approved.", status=run.status)
+        raise InvalidStatus(
+            f"Run {run.id} is {run.status}; only a run awaiting approval can be approved.", status=run.status
+        )
     destructive = await destructive_addresses(unit.session, run.id)
     if run.confirm_destructive:
         missing = [address for address in destructive if address not in acknowledged]
@@ -124,7 +141,9 @@ async def approve_run(unit: Unit, actor: Actor, run: Run, body: dict[str, Any]) 
 
 async def discard_run(unit: Unit, actor: Actor, run: Run) -> Run:
     if run.status != RunStatus.AWAITING_APPROVAL:
-        raise InvalidStatus(f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status)
+        raise InvalidStatus(
+            f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
+        )
     await set_step(unit, run, "approval", "skipped")
     return await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email, reason="discarded")
 
@@ -161,11 +180,15 @@ async def set_step(unit: Unit, run: Run, name: str, status: str) -> RunStep:
         step.finished_at = now
     step.status = status
     await session.flush()
-    unit.publish_after_commit(run_channel(run.id), {"type": "step", "run_id": run.id, "step": name, "status": status})
+    unit.publish_after_commit(
+        run_channel(run.id), {"type": "step", "run_id": run.id, "step": name, "status": status}
+    )
     return step
 
 
-async def list_stack_runs(session: AsyncSession, stack: Stack, limit: int = 100, before: int | None = None) -> list[Run]:
+async def list_stack_runs(
+    session: AsyncSession, stack: Stack, limit: int = 100, before: int | None = None
+) -> list[Run]:
     query = select(Run).where(Run.stack_id == stack.id)
     if before is not None:
         query = query.where(Run.number < before)
@@ -202,4 +225,6 @@ async def queue_positions(session: AsyncSession, runs: list[Run]) -> dict[str, i
 
 
 def notify_org(unit: Unit, run: Run) -> None:
-    unit.publish_after_commit(org_runs_channel(run.org_id), {"type": "run", "run_id": run.id, "status": run.status})
+    unit.publish_after_commit(
+        org_runs_channel(run.org_id), {"type": "run", "run_id": run.id, "status": run.status}
+    )

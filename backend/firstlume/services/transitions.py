@@ -6,7 +6,6 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, RunStatusChange
 from firstlume.db.types import utcnow
@@ -55,7 +54,16 @@ async def change_status(
         raise StatusChanged(
             f"The run is now {fresh}, not {current}; nothing was changed.", current=str(fresh)
         )
-    session.add(RunStatusChange(run_id=run.id, from_status=current.value, to_status=target.value, at=now, actor=actor, reason=reason))
+    session.add(
+        RunStatusChange(
+            run_id=run.id,
+            from_status=current.value,
+            to_status=target.value,
+            at=now,
+            actor=actor,
+            reason=reason,
+        )
+    )
     await session.flush()
     await session.refresh(run)
     event = {"type": "status", "run_id": run.id, "status": target.value, "from": current.value}

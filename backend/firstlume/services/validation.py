@@ -61,7 +61,8 @@ def require_relative_path(field: str, value: Any) -> str:
     parts = [p for p in text.strip().split("/") if p not in ("", ".")]
     if text.startswith("/") or any(p == ".." for p in parts):
         raise InvalidRequest(
-            f"'{field}' must be a path inside the repository, such as \"infra/net\"; got {value!r}.", field=field
+            f"'{field}' must be a path inside the repository, such as \"infra/net\"; got {value!r}.",
+            field=field,
         )
     return "/".join(parts) or "."
 
@@ -69,9 +70,14 @@ def require_relative_path(field: str, value: Any) -> str:
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def type_name(value: Any) -> str:

@@ -53,7 +53,7 @@ async def json_body(request: Request) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InvalidJson(f"The request body is not valid JSON: {error}.") from None
     if not isinstance(body, dict):
-        raise InvalidJson("The request body must be a JSON object, such as {\"type\": \"plan\"}.")
+        raise InvalidJson('The request body must be a JSON object, such as {"type": "plan"}.')
     return body
 
 
@@ -72,7 +72,9 @@ def endpoint(handler: Handler) -> Handler:
             return error_response(error.http_status, error.code, error.message, **error.details)
         except Exception:
             log.exception("unexpected error on %s %s", request.method, request.url.path)
-            return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
+            return error_response(
+                500, "internal_error", "Something went wrong on our side; it has been logged."
+            )
 
     return wrapped
 

@@ -71,7 +71,9 @@ async def get_stack(request: Request) -> Response:
 @endpoint
 async def list_folders(request: Request) -> Response:
     async with org_request(request) as (unit, _, org):
-        return JSONResponse({"folders": [folder_json(f) for f in await catalog.list_folders(unit.session, org)]})
+        return JSONResponse(
+            {"folders": [folder_json(f) for f in await catalog.list_folders(unit.session, org)]}
+        )
 
 
 @endpoint
@@ -121,7 +123,8 @@ async def list_variables(request: Request) -> Response:
         return JSONResponse(
             {
                 "variables": [
-                    variable_json(v, None if v.sensitive else inherited.reveal(ctx.keyring, v)) for v in variables
+                    variable_json(v, None if v.sensitive else inherited.reveal(ctx.keyring, v))
+                    for v in variables
                 ]
             }
         )
@@ -133,7 +136,9 @@ async def put_variable(request: Request) -> Response:
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit, org, request)
-        variable = await inherited.put_variable(unit.session, ctx.keyring, scope, request.path_params["name"], body)
+        variable = await inherited.put_variable(
+            unit.session, ctx.keyring, scope, request.path_params["name"], body
+        )
         value = None if variable.sensitive else inherited.reveal(ctx.keyring, variable)
         return JSONResponse(variable_json(variable, value))
 

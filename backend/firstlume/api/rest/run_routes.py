@@ -60,7 +60,9 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 async def list_org_runs(request: Request) -> Response:
     active = request.query_params.get("active", "true").lower()
     if active not in ("true", "1"):
-        raise InvalidRequest("Only active runs can be listed here: use ?active=true, or a stack's runs.", field="active")
+        raise InvalidRequest(
+            "Only active runs can be listed here: use ?active=true, or a stack's runs.", field="active"
+        )
     async with org_request(request) as (unit, _, org):
         items = await runs.list_active_runs(unit.session, org)
         return JSONResponse({"runs": await runs_json(unit.session, items)})
@@ -80,7 +82,9 @@ async def get_changes(request: Request) -> Response:
         run = await runs.run_in_org(unit.session, org, request.path_params["run"])
         rows = list(
             await unit.session.scalars(
-                select(ResourceChange).where(ResourceChange.run_id == run.id).order_by(ResourceChange.position)
+                select(ResourceChange)
+                .where(ResourceChange.run_id == run.id)
+                .order_by(ResourceChange.position)
             )
         )
         return JSONResponse(changes_json(run, rows))
@@ -128,14 +132,21 @@ async def logs(request: Request) -> Response:
     follow = request.query_params.get("follow", "false").lower() in ("true", "1")
     async with org_request(request) as (unit, _, org):
         run = await runs.run_in_org(unit.session, org, request.path_params["run"])
-        if step is not None and await unit.session.scalar(
-            select(RunStep.id).where(RunStep.run_id == run.id, RunStep.name == step)
-        ) is None and run.status in FINISHED:
+        if (
+            step is not None
+            and await unit.session.scalar(
+                select(RunStep.id).where(RunStep.run_id == run.id, RunStep.name == step)
+            )
+            is None
+            and run.status in FINISHED
+        ):
             raise InvalidRequest(f"This run has no step '{step}'.", field="step")
         if not follow:
             part = await read_log(unit.session, run.id, 0, step)
             return PlainTextResponse(part.text)
-    return StreamingResponse(follow_log(context_of(request), run.id, step), media_type="text/plain; charset=utf-8")
+    return StreamingResponse(
+        follow_log(context_of(request), run.id, step), media_type="text/plain; charset=utf-8"
+    )
 
 
 async def _ended(ctx: Context, run_id: str, step: str | None) -> bool:
@@ -145,7 +156,9 @@ async def _ended(ctx: Context, run_id: str, step: str | None) -> bool:
             return True
         if step is None:
             return False
-        step_status = await session.scalar(select(RunStep.status).where(RunStep.run_id == run_id, RunStep.name == step))
+        step_status = await session.scalar(
+            select(RunStep.status).where(RunStep.run_id == run_id, RunStep.name == step)
+        )
         return step_status in ("done", "failed", "skipped")
 
 

@@ -26,7 +26,10 @@ def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
 
 def run_summary(run: Run) -> Summary:
     return Summary(
-        delete=run.summary_delete, replace=run.summary_replace, update=run.summary_update, create=run.summary_create
+        delete=run.summary_delete,
+        replace=run.summary_replace,
+        update=run.summary_update,
+        create=run.summary_create,
     )
 
 
@@ -39,7 +42,11 @@ def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
         "repository": stack.repository,
         "branch": stack.branch,
         "path": stack.path,
-        "git_auth": "https_token" if stack.git_https_token_sealed else "ssh_key" if stack.git_ssh_key_sealed else None,
+        "git_auth": "https_token"
+        if stack.git_https_token_sealed
+        else "ssh_key"
+        if stack.git_ssh_key_sealed
+        else None,
         "created_at": iso(stack.created_at),
     }
 
@@ -48,13 +55,21 @@ async def stacks_json(session: AsyncSession, stacks: list[Stack]) -> list[dict[s
     folder_ids = {s.folder_id for s in stacks if s.folder_id}
     paths = {}
     if folder_ids:
-        paths = dict((await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))).all())
+        paths = dict(
+            (await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))).all()
+        )
     return [stack_json(s, paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
 
 
 def folder_json(folder: Folder) -> dict[str, Any]:
     parent = folder.path.rsplit("/", 1)[0] if "/" in folder.path else None
-    return {"id": folder.id, "path": folder.path, "name": folder.name, "parent": parent, "created_at": iso(folder.created_at)}
+    return {
+        "id": folder.id,
+        "path": folder.path,
+        "name": folder.name,
+        "parent": parent,
+        "created_at": iso(folder.created_at),
+    }
 
 
 def resolved_json(resolved: dict[str, Resolved]) -> dict[str, Any]:
@@ -77,7 +92,11 @@ async def runs_json(session: AsyncSession, runs: list[Run]) -> list[dict[str, An
         return []
     run_ids = [r.id for r in runs]
     stack_slugs = dict(
-        (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_({r.stack_id for r in runs})))).all()
+        (
+            await session.execute(
+                select(Stack.id, Stack.slug).where(Stack.id.in_({r.stack_id for r in runs}))
+            )
+        ).all()
     )
     user_ids = {u for r in runs for u in (r.created_by_id, r.approved_by_id) if u}
     emails = (
@@ -86,11 +105,14 @@ async def runs_json(session: AsyncSession, runs: list[Run]) -> list[dict[str, An
         else {}
     )
     steps: dict[str, list[RunStep]] = {}
-    for step in await session.scalars(select(RunStep).where(RunStep.run_id.in_(run_ids)).order_by(RunStep.position)):
+    for step in await session.scalars(
+        select(RunStep).where(RunStep.run_id.in_(run_ids)).order_by(RunStep.position)
+    ):
         steps.setdefault(step.run_id, []).append(step)
     positions = await queue_positions(session, runs)
     return [
-        run_json(run, stack_slugs[run.stack_id], emails, steps.get(run.id, []), positions.get(run.id)) for run in runs
+        run_json(run, stack_slugs[run.stack_id], emails, steps.get(run.id, []), positions.get(run.id))
+        for run in runs
     ]
 
 
@@ -100,12 +122,20 @@ def run_json(
     summary = run_summary(run)
     commit = None
     if run.commit_sha:
-        commit = {"sha": run.commit_sha, "author": run.commit_author, "message": run.commit_message, "url": run.commit_url}
+        commit = {
+            "sha": run.commit_sha,
+            "author": run.commit_author,
+            "message": run.commit_message,
+            "url": run.commit_url,
+        }
     settings = {}
     if run.approval_required is not None:
         settings = {
             "require_approval": {"value": run.approval_required, "origin": run.approval_required_origin},
-            "confirm_destructive": {"value": run.confirm_destructive, "origin": run.confirm_destructive_origin},
+            "confirm_destructive": {
+                "value": run.confirm_destructive,
+                "origin": run.confirm_destructive_origin,
+            },
         }
     return {
         "id": run.id,
@@ -143,7 +173,12 @@ def run_json(
             "engine": run.engine,
             "settings": settings,
             "variables": [
-                {"name": v["name"], "origin": v["origin"], "sensitive": v["sensitive"], "kind": v.get("kind", "terraform")}
+                {
+                    "name": v["name"],
+                    "origin": v["origin"],
+                    "sensitive": v["sensitive"],
+                    "kind": v.get("kind", "terraform"),
+                }
                 for v in run.variables_used or []
             ],
         },

@@ -12,7 +12,6 @@ from alembic import op
 
 import firstlume.db.types
 
-
 revision = "0001"
 down_revision = None
 branch_labels = None
