@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from firstlume.app import create_app
 
+    if "FIRSTLUME_PUBLIC_URL" not in settings.environ:
+        # Local executors reach the control plane where it listens.
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        settings = dataclasses.replace(settings, public_url=f"http://{host}:{args.port}")
     uvicorn.run(
         create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio"
     )
