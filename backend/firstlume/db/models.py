@@ -254,7 +254,7 @@ class ResourceChange(Base):
 
     __tablename__ = "resource_changes"
     __table_args__ = (
-        UniqueConstraint("run_id", "address"),
+        UniqueConstraint("run_id", "unit", "address"),
         Index("ix_resource_changes_run_pos", "run_id", "position"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

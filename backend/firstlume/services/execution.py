@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import hash_token
 from firstlume.db.models import LogChunk, PhaseToken, PlanArtifact, ResourceChange, Run, RunStep, Stack
 from firstlume.db.types import utcnow
-from firstlume.domain.changes import changes_from_plan, summarize
+from firstlume.domain.changes import Change, changes_from_plan, summarize
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, Phase, RunStatus, RunType, status_after_plan
 from firstlume.pubsub import run_channel
@@ -250,7 +250,7 @@ async def store_plan(
     if not isinstance(variables, list):
         raise InvalidRequest("'variables' must be a list.", field="variables")
     try:
-        changes = changes_from_plan(plan_json)
+        changes = _changes_of_units(plan_json)
     except (KeyError, TypeError, ValueError) as error:
         raise InvalidRequest(f"'plan_json' is not a Terraform plan: {error}.", field="plan_json") from None
     keyring = ctx.keyring
@@ -301,6 +301,16 @@ async def store_plan(
     await session.flush()
     unit.publish_after_commit(run_channel(run.id), {"type": "changes", "run_id": run.id})
     return {"summary": summary.as_dict(), "has_changes": summary.has_changes}
+
+
+def _changes_of_units(plan_json: dict[str, Any]) -> list[Change]:
+    """One Terraform root's plan, or Terragrunt `run --all` plans keyed by unit path."""
+    units = plan_json.get("terragrunt_units")
+    if isinstance(units, dict):
+        return [
+            change for unit, plan in sorted(units.items()) for change in changes_from_plan(plan, unit=unit)
+        ]
+    return changes_from_plan(plan_json)
 
 
 async def _artifact(session: AsyncSession, run: Run) -> PlanArtifact:
@@ -434,12 +444,14 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
     rules = await effective_settings(session, stack)
     has_changes = bool(run.summary_delete or run.summary_replace or run.summary_update or run.summary_create)
     target = status_after_plan(RunType(run.type), has_changes, bool(rules["require_approval"].value))
-    recorded: dict[str, Any] = {
-        "approval_required": bool(rules["require_approval"].value),
-        "approval_required_origin": rules["require_approval"].origin,
-        "confirm_destructive": bool(rules["confirm_destructive"].value),
-        "confirm_destructive_origin": rules["confirm_destructive"].origin,
-    }
+    recorded: dict[str, Any] = {}
+    if RunType(run.type).intends_to_apply:
+        recorded = {
+            "approval_required": bool(rules["require_approval"].value),
+            "approval_required_origin": rules["require_approval"].origin,
+            "confirm_destructive": bool(rules["confirm_destructive"].value),
+            "confirm_destructive_origin": rules["confirm_destructive"].origin,
+        }
     if target == RunStatus.AWAITING_APPROVAL:
         await set_step(unit, run, "approval", "running")
     elif target == RunStatus.APPLY_QUEUED:
