@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ctypes
 import io
 import json
 import os
 import signal
+import sys
 import tarfile
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -23,6 +25,18 @@ MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 ENGINE_BINARIES = {"terraform": "terraform", "tofu": "tofu", "terragrunt": "terragrunt"}
 LOCK_FILE_NAME = ".terraform.lock.hcl"
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the engine's process before exec. The engine has a session of its own (so it can
+    be interrupted on its own), which also means it would outlive a killed executor and keep the
+    state locked: ask the kernel to kill it when its parent dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 _STREAM_LIMIT = 16 * 1024 * 1024  # apply -json lines carry whole diagnostics
 _STOP_GRACE_SECONDS = 120.0  # the engine's own interrupt handling: let it save the state
 
@@ -211,6 +225,7 @@ class Engine:
                 stderr=asyncio.subprocess.PIPE,
                 limit=_STREAM_LIMIT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         except FileNotFoundError:
             raise EngineError(f"{command[0]} is not installed (not found on PATH)") from None

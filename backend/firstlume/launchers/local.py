@@ -25,6 +25,11 @@ def exit_reason(returncode: int) -> str:
     return f"The executor process exited with code {returncode} before it reported a result."
 
 
+def _kill_group(pid: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 class LocalLauncher:
     def __init__(self, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
         self.log_dir = log_dir
@@ -70,6 +75,9 @@ class LocalLauncher:
     async def _watch(self, ref: PhaseRef, process: asyncio.subprocess.Process) -> None:
         returncode = await process.wait()
         self._processes.pop(ref, None)
+        # An executor that died leaves its engine running, holding the state lock: end the
+        # whole process group it leads.
+        _kill_group(process.pid)
         # The callback fails the run only if it is still in this phase and attempt: an executor
         # that reported its result and then exited changes nothing.
         if self._on_death is not None:
@@ -86,8 +94,7 @@ class LocalLauncher:
     async def cleanup(self, ref: PhaseRef) -> None:
         process = self._processes.get(ref)
         if process is not None and process.returncode is None:
-            with suppress(ProcessLookupError):
-                process.kill()
+            _kill_group(process.pid)
 
     async def cancel(self, run_id: str) -> None:
         for ref in [r for r in self._processes if r.run_id == run_id]:

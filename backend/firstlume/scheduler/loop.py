@@ -41,6 +41,7 @@ class Scheduler:
     async def _on_death(self, died: ExecutorDied) -> None:
         if await dispatch.on_executor_died(self.ctx, died):
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
+        await self.launcher.cleanup(died.ref)
         self.wake()
 
     async def _listen(self) -> None:
@@ -72,7 +73,9 @@ class Scheduler:
     async def tick(self) -> None:
         for launch in await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx):
             await self._launch(launch)
-        await dispatch.expire_heartbeats(self.ctx)
+        for ref in await dispatch.expire_heartbeats(self.ctx):
+            # A silent executor may still be running: stop it before the stack moves on.
+            await self.launcher.cleanup(ref)
         active = await dispatch.running_phases(self.ctx)
         for died in await self.launcher.check_health(active):
             await self._on_death(died)

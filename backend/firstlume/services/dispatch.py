@@ -144,7 +144,7 @@ async def running_phases(ctx: Context) -> list[PhaseRef]:
         ]
 
 
-async def expire_heartbeats(ctx: Context) -> list[str]:
+async def expire_heartbeats(ctx: Context) -> list[PhaseRef]:
     timeout = ctx.settings.heartbeat_timeout
     deadline = utcnow() - timedelta(seconds=timeout)
     async with ctx.db.transaction() as session:
@@ -164,5 +164,5 @@ async def expire_heartbeats(ctx: Context) -> list[str]:
         ref = PhaseRef(row.id, PHASE_OF_RUNNING_STATUS[RunStatus(row.status)].value, row.phase_attempt)
         reason = f"The executor sent no heartbeat for {timeout:g} seconds (FIRSTLUME_HEARTBEAT_TIMEOUT), so the run was marked failed."
         if await fail_phase(ctx, ref, reason):
-            failed.append(row.id)
+            failed.append(ref)
     return failed

@@ -1,0 +1,95 @@
+"""Executors that hang or die fail their run, with a reason, and the stack moves on."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from support.e2e import Api, make_stack_repo
+from support.processes import executor_pids
+from support.terraform import requires_terraform
+
+pytestmark = requires_terraform
+
+SLOW = """
+resource "terraform_data" "slow" {
+  input = "s"
+  provisioner "local-exec" {
+    command = "sleep 120"
+  }
+}
+"""
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
+    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_HEARTBEAT_TIMEOUT="3")
+    server = start_live_server(env, tmp_path / "server.log")
+    yield server
+    stop_live_server(server)
+
+
+@pytest.fixture
+def api(server: LiveServer, tenant: Tenant) -> Iterator[Api]:
+    client = Api(server.url, tenant.org, tenant.token)
+    client.settings("", {"require_approval": False})
+    yield client
+    client.close()
+
+
+def _applying(api: Api, run_id: str) -> None:
+    api.wait(run_id, "applying")
+    wait_until(
+        lambda: api.by_address(run_id)["terraform_data.slow"]["state"] == "applying",
+        60,
+        "the slow resource to start",
+    )
+
+
+def _kill_tree(pids: list[int]) -> None:
+    for pid in pids:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def test_hung_executor_fails_its_run_after_the_heartbeat_timeout(api: Api, tmp_path: Path) -> None:
+    api.create_stack("app", make_stack_repo(tmp_path, SLOW))
+    run_id = api.start("app", "apply")
+    _applying(api, run_id)
+    pids = executor_pids(run_id)
+    assert len(pids) == 1
+    os.kill(pids[0], signal.SIGSTOP)  # alive, but silent: no more heartbeats
+    try:
+        run = api.wait(run_id, "failed", timeout=30)
+        assert "no heartbeat for 3 seconds" in run["error"]
+        assert ("apply", "failed") in [(s["name"], s["status"]) for s in run["steps"]]
+        # The scheduler also stops the silent executor, so it cannot act on the stack later.
+        wait_until(lambda: executor_pids(run_id) == [], 10, "the hung executor to be stopped")
+    finally:
+        _kill_tree(pids)
+
+
+def test_killed_executor_fails_the_run_at_once_and_the_next_run_starts(api: Api, tmp_path: Path) -> None:
+    repo = make_stack_repo(tmp_path, SLOW)
+    api.create_stack("app", repo)
+    run_id = api.start("app", "apply")
+    queued = api.start("app", "plan")
+    _applying(api, run_id)
+    assert api.run(queued)["status"] == "queued"
+    pids = executor_pids(run_id)
+    assert len(pids) == 1
+    os.kill(pids[0], signal.SIGKILL)
+    # Well before the 3 s heartbeat timeout could matter, the launcher reports the death.
+    run = api.wait(run_id, "failed", timeout=2.5)
+    assert run["error"] == "The executor process was killed (SIGKILL) before it reported a result."
+    # Its engine went with it, so the state is not left locked: the queued run plans.
+    api.wait(queued, "planned", timeout=60)
+    assert executor_pids(run_id) == []
