@@ -1,0 +1,1 @@
+"""The GraphQL API (Strawberry): queries, mutations with typed results, live subscriptions."""

@@ -1,0 +1,46 @@
+"""/graphql over HTTP and WebSocket (graphql-transport-ws), authenticated by the API tokens of
+the REST API: the Authorization header, or the connection_init payload on a WebSocket."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UNSET, UnsetType
+
+from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.schema import schema
+
+
+class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket
+    ) -> GraphQLContext:
+        context = GraphQLContext(app=request.app.state.ctx, connection=request, response=response)
+        if not isinstance(request, WebSocket):
+            await context.authenticate(request.headers.get("authorization"))
+        return context
+
+    async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
+        params = context.connection_params if isinstance(context.connection_params, dict) else {}
+        authorization = (
+            params.get("authorization")
+            or params.get("Authorization")
+            or context.connection.headers.get("authorization")
+        )
+        await context.authenticate(authorization)
+        if context.actor is None:
+            raise ConnectionRejectionError({"code": "unauthenticated", "message": context.auth_error})
+        return UNSET
+
+
+def graphql_routes() -> list[BaseRoute]:
+    endpoint = FirstlumeGraphQL(schema, subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL])
+    return [
+        Route("/graphql", endpoint, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", endpoint),
+    ]

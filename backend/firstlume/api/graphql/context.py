@@ -1,0 +1,64 @@
+"""Who is calling and with what: the request's context, shared by every resolver."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from strawberry.types import Info
+
+from firstlume.domain.errors import Unauthenticated
+from firstlume.services import accounts
+from firstlume.services.context import Actor, Context
+
+MISSING_TOKEN = "Send an API token: 'Authorization: Bearer <token>'."
+
+
+@dataclass
+class GraphQLContext:
+    """One per HTTP request, and one per WebSocket connection (shared by its operations)."""
+
+    app: Context
+    connection: HTTPConnection
+    response: Any
+    actor: Actor | None = None
+    auth_error: str = MISSING_TOKEN
+    # Set by strawberry from the graphql-transport-ws connection_init payload.
+    connection_params: dict[str, Any] = field(default_factory=dict)
+
+    def require_actor(self) -> Actor:
+        if self.actor is None:
+            raise Unauthenticated(self.auth_error)
+        return self.actor
+
+    @property
+    def launcher(self) -> Any:
+        return getattr(self.connection.app.state, "launcher", None)
+
+    async def authenticate(self, authorization: str | None) -> None:
+        """Reads `Bearer <token>`; on failure the reason is kept for the first resolver that needs
+        an actor (HTTP) or for refusing the connection (WebSocket)."""
+        token = bearer_token(authorization)
+        self.actor = None
+        if token is None:
+            self.auth_error = MISSING_TOKEN
+            return
+        try:
+            async with self.app.db.transaction() as session:
+                self.actor = await accounts.authenticate(session, token)
+        except Unauthenticated as error:
+            self.auth_error = error.message
+
+
+def bearer_token(authorization: Any) -> str | None:
+    if not isinstance(authorization, str):
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def context_of(info: Info[GraphQLContext, None]) -> GraphQLContext:
+    return info.context

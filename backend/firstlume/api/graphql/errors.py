@@ -1,0 +1,164 @@
+"""Expected failures as data, and what becomes of the others.
+
+A mutation returns a union of its success type and the error types it can meet, so clients
+switch on `__typename`. Failures outside a mutation's union (and those of queries and
+subscriptions) become GraphQL errors carrying the same `code` as the REST API in
+`extensions`; anything unexpected is logged and reaches the client only as "Unexpected error.".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import MaskErrors
+from strawberry.types import ExecutionContext
+
+from firstlume.api.graphql.enums import RunStatus
+from firstlume.domain.errors import (
+    AcknowledgementRequired,
+    AlreadyExists,
+    CannotCancel,
+    Conflict,
+    FirstlumeError,
+    InvalidRequest,
+    InvalidStatus,
+    NotFound,
+)
+
+log = logging.getLogger("firstlume.api.graphql")
+T = TypeVar("T")
+
+
+def camel(name: str | None) -> str | None:
+    if not name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+@strawberry.interface(description="An expected failure, returned as data. `code` matches the REST API's.")
+class Error:
+    code: str
+    message: str
+
+
+@strawberry.type
+class NotFoundError(Error):
+    pass
+
+
+@strawberry.type
+class InvalidInputError(Error):
+    field: str | None = strawberry.field(description="The argument or input field that was refused.")
+
+
+@strawberry.type
+class AlreadyExistsError(Error):
+    field: str | None
+
+
+@strawberry.type(
+    description="The run's status forbids this (approve or discard a run not awaiting approval)."
+)
+class InvalidStatusError(Error):
+    status: RunStatus
+
+
+@strawberry.type(description="Only queued and apply_queued runs can be canceled.")
+class CannotCancelError(Error):
+    status: RunStatus
+
+
+@strawberry.type(
+    description="confirm_destructive is on and these deleted or replaced addresses were not acknowledged."
+)
+class AcknowledgementRequiredError(Error):
+    missing: list[str]
+
+
+@strawberry.type(description="Somebody else changed the run or holds the stack's lock; read it again.")
+class ConflictError(Error):
+    pass
+
+
+def _status(error: FirstlumeError) -> RunStatus:
+    return RunStatus(str(error.details.get("status")))
+
+
+def as_error_type(error: FirstlumeError) -> Error | None:
+    match error:
+        case AcknowledgementRequired():
+            return AcknowledgementRequiredError(
+                code=error.code, message=error.message, missing=list(error.missing)
+            )
+        case CannotCancel():
+            return CannotCancelError(code=error.code, message=error.message, status=_status(error))
+        case InvalidStatus():
+            return InvalidStatusError(code=error.code, message=error.message, status=_status(error))
+        case AlreadyExists():
+            return AlreadyExistsError(
+                code=error.code, message=error.message, field=camel(error.details.get("field"))
+            )
+        case Conflict():
+            return ConflictError(code=error.code, message=error.message)
+        case NotFound():
+            return NotFoundError(code=error.code, message=error.message)
+        case InvalidRequest():
+            return InvalidInputError(
+                code=error.code, message=error.message, field=camel(error.details.get("field"))
+            )
+    return None
+
+
+async def typed(allowed: tuple[type, ...], work: Callable[[], Awaitable[T]]) -> T | Any:
+    """Runs a mutation's work; an expected failure among `allowed` becomes its typed result,
+    any other one a GraphQL error."""
+    try:
+        return await work()
+    except FirstlumeError as error:
+        result = as_error_type(error)
+        if result is None or not isinstance(result, allowed):
+            raise
+        return result
+
+
+class ErrorPolicy(MaskErrors):
+    """FirstlumeErrors become GraphQL errors with their code; any other exception raised by a
+    resolver is replaced by "Unexpected error.", so no detail or trace reaches a client.
+    Validation errors (wrong types, unknown fields, too deep) pass as graphql-core words them."""
+
+    def __init__(self) -> None:
+        super().__init__(should_mask_error=raised_by_resolver)
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        original = error.original_error
+        if isinstance(original, FirstlumeError):
+            details = {k: camel(v) if k == "field" else v for k, v in original.details.items()}
+            extensions = {"code": original.code, **details}
+            return GraphQLError(
+                original.message,
+                error.nodes,
+                error.source,
+                error.positions,
+                error.path,
+                extensions=extensions,
+            )
+        masked = super().anonymise_error(error)
+        masked.extensions = {"code": "internal_error"}
+        return masked
+
+
+def raised_by_resolver(error: GraphQLError) -> bool:
+    return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
+
+
+def log_unexpected(errors: list[GraphQLError], execution_context: ExecutionContext | None) -> None:
+    for error in errors:
+        if raised_by_resolver(error) and not isinstance(error.original_error, FirstlumeError):
+            log.error(
+                "unexpected error in a GraphQL resolver at %s", error.path, exc_info=error.original_error
+            )

@@ -1,0 +1,281 @@
+"""The write side. Each mutation opens one unit of work, calls one use case, and returns its
+success type or a typed error (see errors.py); the REST routes do the same things."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import strawberry
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.errors import (
+    AcknowledgementRequiredError,
+    AlreadyExistsError,
+    CannotCancelError,
+    ConflictError,
+    InvalidInputError,
+    InvalidStatusError,
+    NotFoundError,
+    typed,
+)
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
+from firstlume.db.models import Organization
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import RunType
+from firstlume.pubsub import SCHEDULER_CHANNEL
+from firstlume.services import accounts, catalog, inherited, runs
+from firstlume.services.context import Actor, Unit
+from firstlume.services.inherited import Scope
+
+Ctx = Info[GraphQLContext, None]
+
+StartRunResult = Annotated[Run | NotFoundError | InvalidInputError, strawberry.union("StartRunResult")]
+ApproveRunResult = Annotated[
+    Run
+    | NotFoundError
+    | InvalidStatusError
+    | AcknowledgementRequiredError
+    | ConflictError
+    | InvalidInputError,
+    strawberry.union("ApproveRunResult"),
+]
+DiscardRunResult = Annotated[
+    Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("DiscardRunResult")
+]
+CancelRunResult = Annotated[
+    Run | NotFoundError | CannotCancelError | ConflictError, strawberry.union("CancelRunResult")
+]
+CreateFolderResult = Annotated[
+    Folder | NotFoundError | InvalidInputError, strawberry.union("CreateFolderResult")
+]
+CreateStackResult = Annotated[
+    Stack | NotFoundError | InvalidInputError | AlreadyExistsError, strawberry.union("CreateStackResult")
+]
+UpdateSettingsResult = Annotated[
+    Settings | NotFoundError | InvalidInputError, strawberry.union("UpdateSettingsResult")
+]
+SetVariableResult = Annotated[
+    Variable | NotFoundError | InvalidInputError, strawberry.union("SetVariableResult")
+]
+
+
+@strawberry.type
+class DeletedVariable:
+    name: str
+
+
+DeleteVariableResult = Annotated[
+    DeletedVariable | NotFoundError | InvalidInputError, strawberry.union("DeleteVariableResult")
+]
+
+# The error types of each union above, for `typed`.
+INPUT_ERRORS = (NotFoundError, InvalidInputError)
+APPROVE_ERRORS = (
+    NotFoundError,
+    InvalidStatusError,
+    AcknowledgementRequiredError,
+    ConflictError,
+    InvalidInputError,
+)
+DISCARD_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
+CANCEL_ERRORS = (NotFoundError, CannotCancelError, ConflictError)
+STACK_ERRORS = (NotFoundError, InvalidInputError, AlreadyExistsError)
+
+
+@strawberry.input
+class CreateStackInput:
+    slug: str
+    repository: str = strawberry.field(description="Any URL git understands, including file:///…")
+    name: str | None = None
+    folder: str | None = strawberry.field(
+        default=None, description='A folder path such as "prod/eu"; created if missing.'
+    )
+    branch: str | None = None
+    path: str | None = None
+    git_https_token: str | None = strawberry.field(default=None, description="Write-only.")
+    git_ssh_key: str | None = strawberry.field(default=None, description="Write-only.")
+
+
+@strawberry.input(
+    description="Only the settings given change; null removes the level's value, so it inherits again."
+)
+class SettingsInput:
+    require_approval: bool | None = strawberry.UNSET
+    confirm_destructive: bool | None = strawberry.UNSET
+
+
+@asynccontextmanager
+async def org_unit(info: Ctx, slug: str) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+    actor = info.context.require_actor()
+    async with info.context.app.unit() as unit:
+        org = await accounts.org_for(unit.session, actor, slug)
+        yield unit, actor, org
+
+
+async def scope_of(unit: Unit, org: Organization, folder: str | None, stack: str | None) -> Scope:
+    if folder is not None and stack is not None:
+        raise InvalidRequest("Name a folder or a stack, not both.", field="folder")
+    if stack is not None:
+        return await catalog.stack_by_slug(unit.session, org, stack)
+    if folder is not None:
+        return await catalog.folder_by_path(unit.session, org, folder.strip("/"))
+    return org
+
+
+def fresh(info: Ctx) -> Loaders:
+    # Each mutation's result is read after its commit, with loaders that have seen nothing before.
+    return Loaders(info.context.app)
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation(description="Queues a run of the stack.")
+    async def start_run(self, info: Ctx, org: str, stack: str, type: RunType) -> StartRunResult:
+        async def work() -> Run:
+            async with org_unit(info, org) as (unit, actor, org_row):
+                stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
+                run = await runs.start_run(unit, actor, stack_row, {"type": RunType(type).value})
+                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "queued", "run_id": run.id})
+            return Run(row=run, loaders=fresh(info))
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Approves a run awaiting approval. With confirm_destructive on, `acknowledged` must hold "
+        "every address that will be deleted or replaced."
+    )
+    async def approve_run(
+        self, info: Ctx, org: str, run_id: strawberry.ID, acknowledged: list[str] | None = None
+    ) -> ApproveRunResult:
+        async def work() -> Run:
+            async with org_unit(info, org) as (unit, actor, org_row):
+                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
+                run = await runs.approve_run(unit, actor, run, {"acknowledged": list(acknowledged or [])})
+                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "approved", "run_id": run.id})
+            return Run(row=run, loaders=fresh(info))
+
+        return await typed(APPROVE_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(description="Discards a run awaiting approval.")
+    async def discard_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> DiscardRunResult:
+        async def work() -> Run:
+            async with org_unit(info, org) as (unit, actor, org_row):
+                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
+                run = await runs.discard_run(unit, actor, run)
+                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
+            return Run(row=run, loaders=fresh(info))
+
+        return await typed(DISCARD_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(description="Cancels a queued or apply_queued run; running runs cannot be canceled.")
+    async def cancel_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> CancelRunResult:
+        async def work() -> Run:
+            async with org_unit(info, org) as (unit, actor, org_row):
+                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
+                run = await runs.cancel_run(unit, actor, run)
+                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
+            launcher = info.context.launcher
+            if launcher is not None:
+                await launcher.cancel(run.id)
+            return Run(row=run, loaders=fresh(info))
+
+        return await typed(CANCEL_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Creates the folder and any missing parents; an existing folder is returned."
+    )
+    async def create_folder(self, info: Ctx, org: str, path: str) -> CreateFolderResult:
+        async def work() -> Folder:
+            async with org_unit(info, org) as (unit, _, org_row):
+                folder, _ = await catalog.ensure_folder(unit.session, org_row, path)
+            return Folder(row=folder, loaders=fresh(info))
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation
+    async def create_stack(self, info: Ctx, org: str, input: CreateStackInput) -> CreateStackResult:
+        body: dict[str, Any] = {
+            name: getattr(input, name)
+            for name in (
+                "slug",
+                "repository",
+                "name",
+                "folder",
+                "branch",
+                "path",
+                "git_https_token",
+                "git_ssh_key",
+            )
+            if getattr(input, name) is not None
+        }
+
+        async def work() -> Stack:
+            async with org_unit(info, org) as (unit, _, org_row):
+                stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, body)
+            return Stack(row=stack, loaders=fresh(info))
+
+        return await typed(STACK_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Settings of the organization, or of a folder (by path) or a stack (by slug)."
+    )
+    async def update_settings(
+        self, info: Ctx, org: str, input: SettingsInput, folder: str | None = None, stack: str | None = None
+    ) -> UpdateSettingsResult:
+        body = {
+            name: getattr(input, name)
+            for name in ("require_approval", "confirm_destructive")
+            if getattr(input, name) is not strawberry.UNSET
+        }
+
+        async def work() -> Settings:
+            async with org_unit(info, org) as (unit, _, org_row):
+                scope = await scope_of(unit, org_row, folder, stack)
+                inherited.patch_settings(scope, body)
+                await unit.session.flush()
+            return Settings(scope=scope, loaders=fresh(info))
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Sets a variable of the organization, a folder or a stack. A sensitive value is write-only. "
+        "`value` may be any JSON value; non-strings reach Terraform as their JSON type."
+    )
+    async def set_variable(
+        self,
+        info: Ctx,
+        org: str,
+        name: str,
+        value: JSON,
+        sensitive: bool = False,
+        kind: VariableKind = VariableKind.TERRAFORM,
+        folder: str | None = None,
+        stack: str | None = None,
+    ) -> SetVariableResult:
+        async def work() -> Variable:
+            async with org_unit(info, org) as (unit, _, org_row):
+                scope = await scope_of(unit, org_row, folder, stack)
+                body = {"value": value, "sensitive": sensitive, "kind": VariableKind(kind).value}
+                variable = await inherited.put_variable(
+                    unit.session, info.context.app.keyring, scope, name, body
+                )
+            return Variable(row=variable, loaders=fresh(info))
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation
+    async def delete_variable(
+        self, info: Ctx, org: str, name: str, folder: str | None = None, stack: str | None = None
+    ) -> DeleteVariableResult:
+        async def work() -> DeletedVariable:
+            async with org_unit(info, org) as (unit, _, org_row):
+                scope = await scope_of(unit, org_row, folder, stack)
+                await inherited.delete_variable(unit.session, scope, name)
+            return DeletedVariable(name=name)
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]

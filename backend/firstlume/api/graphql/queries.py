@@ -1,0 +1,39 @@
+"""The read side: the caller, their organizations, and everything below them."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types import Organization, Viewer
+from firstlume.domain.errors import NotFound
+from firstlume.services import accounts
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(description="The caller (by API token).")
+    def viewer(self, info: Info[GraphQLContext, None]) -> Viewer:
+        actor = info.context.require_actor()
+        return Viewer(actor=actor, loaders=Loaders(info.context.app))
+
+    @strawberry.field(description="The organizations the caller is a member of.")
+    async def organizations(self, info: Info[GraphQLContext, None]) -> list[Organization]:
+        actor = info.context.require_actor()
+        loaders = Loaders(info.context.app)
+        async with loaders.ctx.db.transaction() as session:
+            orgs = await accounts.orgs_of(session, actor)
+        return [Organization(row=o, loaders=loaders) for o in orgs]
+
+    @strawberry.field(description="Null when there is no such organization or the caller is not a member.")
+    async def organization(self, info: Info[GraphQLContext, None], slug: str) -> Organization | None:
+        actor = info.context.require_actor()
+        loaders = Loaders(info.context.app)
+        try:
+            async with loaders.ctx.db.transaction() as session:
+                org = await accounts.org_for(session, actor, slug)
+        except NotFound:
+            return None
+        return Organization(row=org, loaders=loaders)
