@@ -9,12 +9,12 @@ subscriptions) become GraphQL errors carrying the same `code` as the REST API in
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import strawberry
-from graphql import GraphQLError
-from strawberry.extensions import MaskErrors
+from graphql import DocumentNode, GraphQLError, StringValueNode, Visitor, visit
+from strawberry.extensions import MaskErrors, SchemaExtension
 from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.enums import RunStatus
@@ -162,3 +162,44 @@ def log_unexpected(errors: list[GraphQLError], execution_context: ExecutionConte
             log.error(
                 "unexpected error in a GraphQL resolver at %s", error.path, exc_info=error.original_error
             )
+
+
+class RejectNulCharacters(SchemaExtension):
+    """PostgreSQL text cannot hold NUL, so a lookup by such a string would fail in the database;
+    such input is refused up front, like any other invalid input."""
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        if _has_nul(context.variables) or (
+            context.graphql_document and _literal_has_nul(context.graphql_document)
+        ):
+            # Set before validation runs, these take its place.
+            context.pre_execution_errors = [
+                GraphQLError(
+                    "Text may not contain NUL (\\u0000) characters.", extensions={"code": "invalid_request"}
+                )
+            ]
+        yield
+
+
+class _NulFinder(Visitor):
+    found = False
+
+    def enter_string_value(self, node: StringValueNode, *_: object) -> None:
+        self.found = self.found or "\x00" in node.value
+
+
+def _literal_has_nul(document: DocumentNode) -> bool:
+    finder = _NulFinder()
+    visit(document, finder)
+    return finder.found
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False

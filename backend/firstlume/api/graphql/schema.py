@@ -7,7 +7,7 @@ from graphql import GraphQLError
 from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.types import ExecutionContext
 
-from firstlume.api.graphql.errors import ErrorPolicy, log_unexpected
+from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
@@ -46,5 +46,5 @@ schema = FirstlumeSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    extensions=[ErrorPolicy, DepthLimit, AliasLimit, TokenLimit],
+    extensions=[ErrorPolicy, RejectNulCharacters, DepthLimit, AliasLimit, TokenLimit],
 )
