@@ -104,17 +104,27 @@ class Loaders:
     async def _folders(self, ids: list[str]) -> list[Folder | None]:
         return await self._by_id(Folder, ids)
 
+    def seen(self, rows: Iterable[Stack | Folder]) -> None:
+        """Rows read another way: a later load by id needs no query."""
+        for row in rows:
+            (self.stack if isinstance(row, Stack) else self.folder).prime(row.id, row)  # type: ignore[arg-type]
+
+    async def _seen_groups(self, groups: list[list[Any]]) -> list[list[Any]]:
+        for group in groups:
+            self.seen(group)
+        return groups
+
     async def _org_folders(self, org_ids: list[str]) -> list[list[Folder]]:
-        return await self._children(Folder, "org_id", org_ids, Folder.path)
+        return await self._seen_groups(await self._children(Folder, "org_id", org_ids, Folder.path))
 
     async def _org_stacks(self, org_ids: list[str]) -> list[list[Stack]]:
-        return await self._children(Stack, "org_id", org_ids, Stack.slug)
+        return await self._seen_groups(await self._children(Stack, "org_id", org_ids, Stack.slug))
 
     async def _subfolders(self, parent_ids: list[str]) -> list[list[Folder]]:
-        return await self._children(Folder, "parent_id", parent_ids, Folder.path)
+        return await self._seen_groups(await self._children(Folder, "parent_id", parent_ids, Folder.path))
 
     async def _folder_stacks(self, folder_ids: list[str]) -> list[list[Stack]]:
-        return await self._children(Stack, "folder_id", folder_ids, Stack.slug)
+        return await self._seen_groups(await self._children(Stack, "folder_id", folder_ids, Stack.slug))
 
     async def _steps(self, run_ids: list[str]) -> list[list[RunStep]]:
         return await self._children(RunStep, "run_id", run_ids, RunStep.run_id, RunStep.position)

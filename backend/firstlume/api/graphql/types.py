@@ -171,7 +171,10 @@ class Organization:
                     models.Folder.org_id == self.row.id, models.Folder.path == path.strip("/")
                 )
             )
-        return Folder(row=row, loaders=self.loaders) if row else None
+        if row is None:
+            return None
+        self.loaders.seen([row])
+        return Folder(row=row, loaders=self.loaders)
 
     @strawberry.field(description="Every stack, by slug.")
     async def stacks(self) -> list[Stack]:
@@ -191,7 +194,10 @@ class Organization:
             row = await session.scalar(
                 select(models.Stack).where(models.Stack.org_id == self.row.id, models.Stack.slug == slug)
             )
-        return Stack(row=row, loaders=self.loaders) if row else None
+        if row is None:
+            return None
+        self.loaders.seen([row])
+        return Stack(row=row, loaders=self.loaders)
 
     @strawberry.field
     async def run(self, id: strawberry.ID) -> Run | None:

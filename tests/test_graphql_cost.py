@@ -1,0 +1,327 @@
+"""Query cost stays flat as data grows: SQL statements counted on the engine for big and small
+data give the same count, and queries that are too deep or too wide are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event, insert, select, update
+from starlette.applications import Starlette
+
+from conftest import Tenant, make_stack
+from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.schema import MAX_ALIASES, MAX_DEPTH, schema
+from firstlume.app import create_app
+from firstlume.db.engine import Database
+from firstlume.db.models import ResourceChange, Run, RunStep, Stack
+from firstlume.db.types import utcnow
+from firstlume.services import accounts, dispatch, execution
+from firstlume.services.context import Context
+from firstlume.settings import Settings
+from support.runs import start
+
+ORG = "acme"
+FINISHED_CYCLE = ["applied", "planned", "failed", "no_changes", "discarded", "canceled"]
+
+
+class StatementCounter:
+    def __init__(self, db: Database) -> None:
+        self.statements: list[str] = []
+        self._engine = db.engine.sync_engine
+        self._recording = False
+        event.listen(self._engine, "before_cursor_execute", self._on_execute)
+
+    def _on_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if self._recording:
+            self.statements.append(statement)
+
+    @contextmanager
+    def counting(self) -> Iterator[list[str]]:
+        self.statements = []
+        self._recording = True
+        try:
+            yield self.statements
+        finally:
+            self._recording = False
+
+    def close(self) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._on_execute)
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[Starlette]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def counter(app: Starlette) -> Iterator[StatementCounter]:
+    counter = StatementCounter(app.state.ctx.db)
+    yield counter
+    counter.close()
+
+
+async def seed_runs(ctx: Context, tenant: Tenant, slug: str, count: int) -> list[str]:
+    """`count` runs on a new stack, with steps, creators and approvers: mostly finished, the
+    newest three queued and one awaiting approval."""
+    await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo", "folder": "prod/eu"})
+    async with ctx.unit() as unit:
+        session = unit.session
+        actor = await accounts.authenticate(session, tenant.token)
+        stack = await session.scalar(select(Stack).where(Stack.slug == slug))
+        assert stack is not None
+        now = utcnow()
+        rows = []
+        for number in range(1, count + 1):
+            if number > count - 3:
+                status = "queued"
+            elif number == count - 3:
+                status = "awaiting_approval"
+            else:
+                status = FINISHED_CYCLE[number % len(FINISHED_CYCLE)]
+            row = {
+                    "org_id": stack.org_id, "stack_id": stack.id, "number": number, "type": "apply", "status": status,
+                    "created_at": now + timedelta(seconds=number), "updated_at": now, "created_by_id": actor.user_id,
+                    "approved_by_id": actor.user_id if status == "applied" else None, "acknowledged": [],
+                    "variables_used": [{"name": "region", "origin": "organization", "sensitive": False}],
+                    "state_backends": [{"unit": ".", "backend": "local"}], "commit_sha": "c" * 40, "has_plan": True,
+                    "summary_create": number,
+            }  # fmt: skip
+            rows.append(row)
+        await session.execute(insert(Run), rows)
+        await session.execute(update(Stack).where(Stack.id == stack.id).values(run_counter=count))
+        ids = list(await session.scalars(select(Run.id).where(Run.stack_id == stack.id)))
+        steps = [
+            {
+                "run_id": run_id,
+                "name": name,
+                "position": i,
+                "status": "done",
+                "started_at": now,
+                "finished_at": now,
+            }
+            for run_id in ids
+            for i, name in enumerate(("checkout", "init", "plan"))
+        ]
+        await session.execute(insert(RunStep), steps)
+    return ids
+
+
+STACK_PAGE = """query($stack: String!, $after: String) { organization(slug: "acme") {
+  stack(slug: $stack) {
+    slug folder { path parent { path } } settings { effective { requireApproval { value origin } } } variables { name }
+    runs(first: 100, after: $after) {
+      totalCount pageInfo { hasNextPage endCursor }
+      nodes {
+        id number status awaitingApproval queuePosition createdBy createdAt
+        stack { slug folder { path } }
+        commit { sha } steps { name status durationMs } summary { text }
+        approval { required approvedBy acknowledged }
+        configuration { settings { requireApproval { value } } variables { name origin } }
+        stateBackends { unit backend }
+        changes { summary { text } groups { count } }
+      }
+    }
+  }
+  activeRuns { id queuePosition stack { slug } steps { name } }
+} }"""
+
+
+async def count_query(http: httpx.AsyncClient, counter: StatementCounter, tenant: Tenant, query: str, **variables: Any) -> tuple[int, Any]:  # fmt: skip
+    with counter.counting() as statements:
+        response = await http.post(
+            "/graphql", json={"query": query, "variables": variables}, headers=tenant.headers
+        )
+    body = response.json()
+    assert not body.get("errors"), body["errors"]
+    return len(statements), body["data"]
+
+
+async def test_a_stack_with_200_runs_costs_as_few_statements_as_one_with_5(
+    http: httpx.AsyncClient, counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+) -> None:
+    await seed_runs(ctx, tenant, "small", 5)
+    await seed_runs(ctx, tenant, "big", 200)
+
+    small, small_data = await count_query(http, counter, tenant, STACK_PAGE, stack="small")
+    big, big_data = await count_query(http, counter, tenant, STACK_PAGE, stack="big")
+    cursor = big_data["organization"]["stack"]["runs"]["pageInfo"]["endCursor"]
+    second, second_data = await count_query(http, counter, tenant, STACK_PAGE, stack="big", after=cursor)
+
+    runs = big_data["organization"]["stack"]["runs"]
+    assert len(runs["nodes"]) == 100 and runs["totalCount"] == 200 and runs["pageInfo"]["hasNextPage"]
+    assert [n["number"] for n in runs["nodes"]] == list(range(200, 100, -1))
+    assert [n["queuePosition"] for n in runs["nodes"][:4]] == [3, 2, 1, None]
+    assert runs["nodes"][0]["steps"][0] == {"name": "checkout", "status": "DONE", "durationMs": 0}
+    assert [n["number"] for n in second_data["organization"]["stack"]["runs"]["nodes"]] == list(
+        range(100, 0, -1)
+    )
+    assert len(small_data["organization"]["stack"]["runs"]["nodes"]) == 5
+    # The same statements whatever the number of runs. SQLite also counts one BEGIN IMMEDIATE per
+    # batch (a statement there, a protocol message with asyncpg).
+    # As many statements for 200 runs as for 5: one per kind of related row, never one per run.
+    # The exact number moves by one or two with how loads fall into batches; SQLite also counts
+    # the BEGIN IMMEDIATE of each batch (a protocol message, not a statement, with asyncpg).
+    bound = 36 if database_url.startswith("sqlite") else 20
+    assert max(small, big, second) <= bound, counter.statements
+    print(
+        f"\n{database_url.split(':')[0]}: 5 runs {small}, 100 of 200 runs {big} and {second} SQL statements"
+    )
+
+
+RUN_CHANGES = """query($id: ID!) { organization(slug: "acme") { run(id: $id) {
+  status steps { name } log { nextOffset }
+  changes { summary { text } groups { action title count changes {
+    address type unit action state error replacedBecause stages { action state }
+    attributes { name before after forcesReplacement } } } }
+} } }"""
+
+
+def change_row(run_id: str, i: int, action: str) -> dict[str, Any]:
+    stages = (
+        [{"action": "delete", "state": None}, {"action": "create", "state": None}]
+        if action == "replace"
+        else []
+    )
+    return {
+        "run_id": run_id, "position": i, "address": f"terraform_data.r{i}", "type": "terraform_data", "unit": ".",
+        "action": action, "replaced_because": ["triggers_replace"] if action == "replace" else [],
+        "attributes": [{"name": "input", "before": "a", "after": "(sensitive)", "forces_replacement": False}],
+        "state": None, "error": None, "stages": stages,
+    }  # fmt: skip
+
+
+async def run_with_changes(ctx: Context, tenant: Tenant, slug: str, count: int) -> str:
+    await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, ORG, slug, "apply")
+    actions = itertools.cycle(["create", "update", "delete", "replace"])
+    async with ctx.unit() as unit:
+        await unit.session.execute(
+            insert(ResourceChange),
+            [change_row(run_id, i, action) for i, action in zip(range(count), actions, strict=False)],
+        )
+        await unit.session.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(has_plan=True, summary_create=count // 4, summary_update=count // 4)
+        )
+    return run_id
+
+
+async def test_a_run_with_5000_changes_costs_as_few_statements_as_one_with_4(
+    http: httpx.AsyncClient, counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+) -> None:
+    small_run = await run_with_changes(ctx, tenant, "small", 4)
+    big_run = await run_with_changes(ctx, tenant, "big", 5000)
+    small, _ = await count_query(http, counter, tenant, RUN_CHANGES, id=small_run)
+    big, big_data = await count_query(http, counter, tenant, RUN_CHANGES, id=big_run)
+    groups = big_data["organization"]["run"]["changes"]["groups"]
+    assert [(g["action"], g["count"]) for g in groups] == [
+        ("DELETE", 1250),
+        ("REPLACE", 1250),
+        ("UPDATE", 1250),
+        ("CREATE", 1250),
+    ]
+    assert groups[1]["changes"][0]["stages"] == [
+        {"action": "DELETE", "state": None},
+        {"action": "CREATE", "state": None},
+    ]
+    assert max(small, big) <= (13 if database_url.startswith("sqlite") else 7), counter.statements
+    print(
+        f"\n{database_url.split(':')[0]}: run with 4 changes {small}, with 5000 changes {big} SQL statements"
+    )
+
+
+async def test_each_log_event_costs_a_subscriber_one_small_read(
+    app: Starlette, counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+) -> None:
+    """The subscriber reads only the new text, whatever the log's size: its statements per event
+    do not grow with the log."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, ORG, "net", "plan")
+    [launch] = await dispatch.claim_plans(ctx)
+    served: Context = app.state.ctx
+
+    async def append(text: str) -> None:
+        # Written through the served app's services, so its pub/sub carries the event.
+        async with served.unit() as unit:
+            run, _ = await execution.authenticate_phase(unit.session, launch.token, lock=True)
+            await execution.append_log(unit, run, {"offset": run.log_length, "step": "plan", "text": text})
+
+    for i in range(300):
+        await append(f"existing line {i}\n")
+    graphql_context = GraphQLContext(app=served, connection=None, response=None)  # type: ignore[arg-type]
+    async with served.db.transaction() as session:
+        graphql_context.actor = await accounts.authenticate(session, tenant.token)
+    subscription = await schema.subscribe(
+        'subscription($id: ID!) { runLog(org: "acme", runId: $id) { text nextOffset } }',
+        variable_values={"id": run_id},
+        context_value=graphql_context,
+    )
+    assert hasattr(subscription, "__anext__")
+    first = await asyncio.wait_for(anext(subscription), 10)
+    assert first.data["runLog"]["text"].count("existing line") == 300  # type: ignore[index]
+
+    per_event = []
+    for i in range(3):
+        await append(f"new line {i}\n")
+        with counter.counting() as statements:
+            result = await asyncio.wait_for(anext(subscription), 10)
+        assert result.data == {
+            "runLog": {"text": f"new line {i}\n", "nextOffset": result.data["runLog"]["nextOffset"]}
+        }  # type: ignore[index]
+        per_event.append(len(statements))
+    await subscription.aclose()  # type: ignore[attr-defined]
+    # read_log: the straddling chunk and the chunks after it (and BEGIN IMMEDIATE on SQLite).
+    assert per_event == [3 if database_url.startswith("sqlite") else 2] * 3, counter.statements
+
+
+# Depth and breadth ----------------------------------------------------------------------------
+
+
+async def test_queries_deeper_than_the_limit_are_refused(http: httpx.AsyncClient, tenant: Tenant) -> None:
+    nested = "path"
+    for _ in range(MAX_DEPTH):
+        nested = f"parent {{ {nested} }}"
+    too_deep = f'{{ organization(slug: "acme") {{ folder(path: "x") {{ {nested} }} }} }}'
+    body = (await http.post("/graphql", json={"query": too_deep}, headers=tenant.headers)).json()
+    assert body["data"] is None
+    assert "exceeds maximum operation depth" in body["errors"][0]["message"]
+
+    cycle = '{ organization(slug: "acme") { stacks { runs { nodes { stack { runs { nodes { stack { runs { nodes { stack { runs { nodes { id } } } } } } } } } } } } } }'
+    body = (await http.post("/graphql", json={"query": cycle}, headers=tenant.headers)).json()
+    assert body["data"] is None and "exceeds maximum operation depth" in body["errors"][0]["message"]
+
+
+async def test_too_many_aliases_are_refused(http: httpx.AsyncClient, tenant: Tenant) -> None:
+    fields = " ".join(
+        f'o{i}: organization(slug: "acme") {{ activeRuns {{ id }} }}' for i in range(MAX_ALIASES + 1)
+    )
+    body = (await http.post("/graphql", json={"query": f"{{ {fields} }}"}, headers=tenant.headers)).json()
+    assert body["data"] is None
+    assert "aliases" in body["errors"][0]["message"].lower()
+
+
+async def test_introspection_still_works_within_the_limits(http: httpx.AsyncClient, tenant: Tenant) -> None:
+    from graphql import get_introspection_query
+
+    body = (
+        await http.post("/graphql", json={"query": get_introspection_query()}, headers=tenant.headers)
+    ).json()
+    assert not body.get("errors") and body["data"]["__schema"]["queryType"]["name"] == "Query"
