@@ -306,11 +306,11 @@ async def store_plan(
 def _changes_of_units(plan_json: dict[str, Any]) -> list[Change]:
     """One Terraform root's plan, or Terragrunt `run --all` plans keyed by unit path."""
     units = plan_json.get("terragrunt_units")
-    if isinstance(units, dict):
-        return [
-            change for unit, plan in sorted(units.items()) for change in changes_from_plan(plan, unit=unit)
-        ]
-    return changes_from_plan(plan_json)
+    plans = sorted(units.items()) if isinstance(units, dict) else [(".", plan_json)]
+    for _, plan in plans:
+        if not isinstance(plan, dict) or not isinstance(plan.get("format_version"), str):
+            raise ValueError("it has no format_version, as `show -json` output always does")
+    return [change for unit, plan in plans for change in changes_from_plan(plan, unit=unit)]
 
 
 async def _artifact(session: AsyncSession, run: Run) -> PlanArtifact:

@@ -1,0 +1,193 @@
+"""The executor protocol refuses what it must and is idempotent where retries happen."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from conftest import Tenant, make_stack
+from firstlume.launchers.base import PhaseLaunch
+from firstlume.services import dispatch
+from firstlume.services.context import Context
+from support.runs import start
+from support.snapshot import snapshot
+
+E = "/api/v1/executor"
+
+
+@pytest.fixture
+async def phases(ctx: Context, tenant: Tenant) -> list[PhaseLaunch]:
+    """Plan phases of two runs on two stacks, claimed as the scheduler would."""
+    for slug in ("one", "two"):
+        await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+        await start(ctx, tenant.token, tenant.org, slug, "apply")
+    launches = await dispatch.claim_plans(ctx)
+    assert len(launches) == 2
+    return launches
+
+
+def bearer(launch: PhaseLaunch) -> dict[str, str]:
+    return {"Authorization": f"Bearer {launch.token}"}
+
+
+async def log_of(client: httpx.AsyncClient, tenant: Tenant, run_id: str, step: str | None = None) -> str:
+    params = {"step": step} if step else {}
+    return (
+        await client.get(
+            f"/api/v1/orgs/{tenant.org}/runs/{run_id}/logs", headers=tenant.headers, params=params
+        )
+    ).text
+
+
+async def test_spec_names_the_run_and_its_stack(client: httpx.AsyncClient, phases: list[PhaseLaunch]) -> None:
+    spec = (await client.get(f"{E}/spec", headers=bearer(phases[0]))).json()
+    assert (spec["run_id"], spec["phase"], spec["attempt"], spec["run_type"]) == (
+        phases[0].run_id,
+        "plan",
+        1,
+        "apply",
+    )
+    assert spec["stack"]["slug"] == phases[0].stack_slug and spec["commit_sha"] is None
+    assert spec["log_offset"] == 0
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Authorization": "Bearer flx_forged"}, {"Authorization": "token abc"}]
+)
+async def test_wrong_or_missing_token_is_refused(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], ctx: Context, headers: dict[str, str]
+) -> None:
+    before = await snapshot(ctx)
+    for method, path, body in [
+        ("GET", "/spec", None),
+        ("POST", "/logs", {"offset": 0, "step": "plan", "text": "x\n"}),
+    ]:
+        response = await client.request(
+            method, E + path, headers=headers, content=json.dumps(body) if body else None
+        )
+        assert response.status_code == 401 and response.json()["error"]["code"] == "unauthenticated"
+    assert await snapshot(ctx) == before
+
+
+async def test_a_token_acts_on_its_own_run_only(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant
+) -> None:
+    one, two = phases
+    body = {"offset": 0, "step": "plan", "text": "only for run one\n"}
+    assert (await client.post(f"{E}/logs", headers=bearer(one), content=json.dumps(body))).status_code == 200
+    assert await log_of(client, tenant, one.run_id) == "only for run one\n"
+    assert await log_of(client, tenant, two.run_id) == ""
+
+
+async def test_token_dies_with_its_phase(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], ctx: Context
+) -> None:
+    one = phases[0]
+    finished = await client.post(
+        f"{E}/finish", headers=bearer(one), content='{"status": "failed", "error": "boom"}'
+    )
+    assert finished.status_code == 200 and finished.json()["status"] == "failed"
+    before = await snapshot(ctx)
+    for path in ("/heartbeat", "/finish", "/logs"):
+        response = await client.post(E + path, headers=bearer(one), content='{"status": "succeeded"}')
+        assert response.status_code == 401
+    assert await snapshot(ctx) == before
+
+
+async def test_steps_out_of_order_are_refused_and_repeats_are_harmless(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant
+) -> None:
+    h = bearer(phases[0])
+
+    async def step(name: str, status: str) -> httpx.Response:
+        return await client.post(
+            f"{E}/steps", headers=h, content=json.dumps({"name": name, "status": status})
+        )
+
+    refused = await step("init", "done")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "step_out_of_order"
+    assert (await step("checkout", "running")).status_code == 204
+    assert (await step("checkout", "running")).status_code == 204  # a retried report
+    assert (await step("checkout", "done")).status_code == 204
+    assert (await step("checkout", "done")).status_code == 204
+    again = await step("checkout", "running")
+    assert again.status_code == 409 and "already ended" in again.json()["error"]["message"]
+    bad = await step("checkout", "exploded")
+    assert bad.status_code == 422
+    run = (
+        await client.get(f"/api/v1/orgs/{tenant.org}/runs/{phases[0].run_id}", headers=tenant.headers)
+    ).json()
+    assert [(s["name"], s["status"]) for s in run["steps"]] == [("checkout", "done")]
+
+
+async def test_log_batches_are_idempotent_and_gaps_refused(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant
+) -> None:
+    h = bearer(phases[0])
+
+    async def send(offset: int, text: str, step: str = "plan") -> httpx.Response:
+        return await client.post(
+            f"{E}/logs", headers=h, content=json.dumps({"offset": offset, "step": step, "text": text})
+        )
+
+    first = await send(0, "line 1\nline 2\n")
+    assert first.json() == {"next_offset": 14}
+    duplicate = await send(0, "line 1\nline 2\n")  # the same batch, retried
+    assert duplicate.status_code == 200 and duplicate.json() == {"next_offset": 14}
+    overlapping = await send(7, "line 2\nline 3\n")  # a retry that also carries new text
+    assert overlapping.json() == {"next_offset": 21}
+    gap = await send(40, "line 9\n")
+    assert gap.status_code == 409
+    assert gap.json()["error"]["code"] == "log_gap" and gap.json()["error"]["expected_offset"] == 21
+    assert (await send(21, "line 4\n", step="apply")).json() == {"next_offset": 28}
+    assert await log_of(client, tenant, phases[0].run_id) == "line 1\nline 2\nline 3\nline 4\n"
+    assert await log_of(client, tenant, phases[0].run_id, "plan") == "line 1\nline 2\nline 3\n"
+    assert await log_of(client, tenant, phases[0].run_id, "apply") == "line 4\n"
+    for bad in (
+        {"offset": -1, "step": "plan", "text": "x"},
+        {"offset": "0", "step": "plan", "text": "x"},
+        {"offset": 0},
+    ):
+        response = await client.post(f"{E}/logs", headers=h, content=json.dumps(bad))
+        assert response.status_code == 422
+    assert await log_of(client, tenant, phases[0].run_id) == "line 1\nline 2\nline 3\nline 4\n"
+
+
+async def test_plan_phase_cannot_use_apply_endpoints_or_upload_twice(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch]
+) -> None:
+    h = bearer(phases[0])
+    assert (await client.get(f"{E}/plan", headers=h)).status_code == 409
+    resources = await client.post(f"{E}/resources", headers=h, content='{"updates": []}')
+    assert resources.status_code == 409
+    plan = {
+        "plan_file_b64": "cGxhbg==",
+        "plan_json": {"format_version": "1.2", "resource_changes": []},
+        "variables": [],
+    }
+    assert (await client.post(f"{E}/plan", headers=h, content=json.dumps(plan))).status_code == 200
+    again = await client.post(f"{E}/plan", headers=h, content=json.dumps(plan))
+    assert again.status_code == 409
+    not_b64 = await client.post(
+        f"{E}/plan", headers=bearer(phases[1]), content=json.dumps({**plan, "plan_file_b64": "%%%"})
+    )
+    assert not_b64.status_code == 422
+    not_a_plan = await client.post(
+        f"{E}/plan",
+        headers=bearer(phases[1]),
+        content=json.dumps({**plan, "plan_json": {"resource_changes": [{"x": 1}]}}),
+    )
+    assert not_a_plan.status_code == 422 and "not a Terraform plan" in not_a_plan.json()["error"]["message"]
+
+
+async def test_finish_without_a_plan_fails_the_run_clearly(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant
+) -> None:
+    response = await client.post(f"{E}/finish", headers=bearer(phases[0]), content='{"status": "succeeded"}')
+    assert response.json()["status"] == "failed"
+    run = (
+        await client.get(f"/api/v1/orgs/{tenant.org}/runs/{phases[0].run_id}", headers=tenant.headers)
+    ).json()
+    assert run["error"] == "The plan phase ended without uploading a plan."
