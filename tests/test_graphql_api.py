@@ -229,7 +229,7 @@ async def test_stack_runs_are_paginated_newest_first_with_a_capped_page_size(
     assert numbers == list(range(45, 0, -1))
     assert [len(p["nodes"]) for p in pages] == [20, 20, 5]
     assert {p["totalCount"] for p in pages} == {45}
-    for first, after in [(101, None), (0, None), (-1, None), (5, "not-a-cursor")]:
+    for first, after in [(101, None), (0, None), (-1, None), (5, "not-a-cursor"), (5, "²"), (5, "9" * 40)]:
         body = await gql(client, tenant, page_query, after=after, first=first)
         assert body["data"] is None or body["data"]["organization"]["stack"] is None
         [error] = body["errors"]

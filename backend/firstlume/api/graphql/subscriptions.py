@@ -192,6 +192,8 @@ async def follow_log(ctx: Context, tail: LogTail) -> AsyncIterator[LogChunk]:
 # Runs -----------------------------------------------------------------------------------------
 
 RUN_EVENTS = ("status", "step", "run", "changes")
+# Bookkeeping that moves without the run changing for its viewers (the log has its own view).
+UNSHOWN_RUN_COLUMNS = ("heartbeat_at", "phase_attempt", "log_length")
 
 
 async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[models.Run, tuple[Any, ...]]:
@@ -208,7 +210,7 @@ async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[mo
         )
     loaders.steps.prime(run_id, steps)
     fingerprint = (
-        tuple(getattr(row, c.key) for c in models.Run.__table__.columns if c.key not in ("heartbeat_at",)),
+        tuple(getattr(row, c.key) for c in models.Run.__table__.columns if c.key not in UNSHOWN_RUN_COLUMNS),
         tuple((s.name, s.status, s.started_at, s.finished_at) for s in steps),
     )
     return row, _hashable(fingerprint)

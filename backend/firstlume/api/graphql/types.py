@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
@@ -27,6 +28,7 @@ from firstlume.services.inherited import Scope
 from firstlume.services.logs import read_log
 
 MAX_PAGE_SIZE = 100
+CURSOR = re.compile(r"[0-9]{1,9}")
 DEFAULT_PAGE_SIZE = 20
 
 
@@ -339,7 +341,7 @@ class Stack:
             )
         before = None
         if after is not None:
-            if not after.isdigit() or len(after) > 9:
+            if not CURSOR.fullmatch(after):
                 raise InvalidRequest(
                     f"'after' must be a cursor from pageInfo.endCursor; got {after!r}.", field="after"
                 )
