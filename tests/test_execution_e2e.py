@@ -293,3 +293,72 @@ def test_replacements_record_their_two_stages_in_the_order_they_ran(api: Api, tm
     ]  # fmt: skip
     assert changes["terraform_data.plain"]["replaced_because"] == ["triggers_replace"]
     assert {c["state"] for c in changes.values()} == {"done"}
+
+
+def test_invalid_config_yaml_fails_the_run_with_a_clear_error(api: Api, tmp_path: Path) -> None:
+    repo = make_stack_repo(tmp_path, MAIN, config_yaml="engine: pulumi\nvariables:\n  greeting: x\n")
+    api.create_stack("app", repo)
+    run = api.wait(api.start("app", "plan"), "failed")
+    assert "config.yaml" in run["error"] and "engine" in run["error"] and "pulumi" in run["error"]
+    assert ("checkout", "failed") in [(s["name"], s["status"]) for s in run["steps"]]
+
+
+def test_follow_streams_the_log_live_until_the_run_ends(api: Api, repo: StackRepo) -> None:
+    api.create_stack("app", repo)
+    run_id = api.start("app", "apply")
+    import threading
+
+    def approve_when_asked() -> None:
+        approver = Api(
+            api.o.split("/api/v1/")[0], api.o.rsplit("/", 1)[1], api.http.headers["Authorization"][7:]
+        )
+        approver.wait(run_id, "awaiting_approval")
+        approver.approve(run_id)
+        approver.close()
+
+    approving = threading.Thread(target=approve_when_asked)
+    approving.start()
+    with api.http.stream("GET", f"{api.o}/runs/{run_id}/logs", params={"follow": "true"}) as response:
+        assert response.headers["content-type"].startswith("text/plain")
+        received = ""
+        status_at_first_text = None
+        for chunk in response.iter_text():
+            if status_at_first_text is None and chunk:
+                status_at_first_text = api.run(run_id)["status"]
+            received += chunk
+    approving.join(timeout=60)
+    # Text arrived while the run was still going, not only at the end.
+    assert status_at_first_text in ("planning", "awaiting_approval", "apply_queued", "applying")
+    # The stream ended by itself when the run did, with every line exactly once.
+    assert api.run(run_id)["status"] == "applied"
+    assert received == api.log(run_id)
+    assert received.count("Apply complete!") == 1
+
+
+def test_apply_refuses_a_plan_whose_recorded_hash_does_not_match(
+    api: Api, repo: StackRepo, database_url: str
+) -> None:
+    import asyncio
+
+    from sqlalchemy import update
+
+    from firstlume.db.engine import Database
+    from firstlume.db.models import PlanArtifact
+
+    api.create_stack("app", repo)
+    run_id = api.start("app", "apply")
+    api.wait(run_id, "awaiting_approval")
+
+    async def tamper() -> None:
+        db = Database(database_url)
+        async with db.transaction() as session:
+            await session.execute(
+                update(PlanArtifact).where(PlanArtifact.run_id == run_id).values(plan_sha256="0" * 64)
+            )
+        await db.dispose()
+
+    asyncio.run(tamper())
+    api.approve(run_id)
+    run = api.wait(run_id, "failed")
+    assert "does not match" in run["error"]
+    assert not repo.state_path.exists() or repo.resources() == {}
