@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
