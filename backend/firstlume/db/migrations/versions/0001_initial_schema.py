@@ -274,7 +274,9 @@ def upgrade() -> None:
             ["run_id"], ["runs.id"], name=op.f("fk_resource_changes_run_id_runs"), ondelete="CASCADE"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_resource_changes")),
-        sa.UniqueConstraint("run_id", "unit", "address", name=op.f("uq_resource_changes_run_id_unit_address")),
+        sa.UniqueConstraint(
+            "run_id", "unit", "address", name=op.f("uq_resource_changes_run_id_unit_address")
+        ),
     )
     with op.batch_alter_table("resource_changes", schema=None) as batch_op:
         batch_op.create_index("ix_resource_changes_run_pos", ["run_id", "position"], unique=False)
