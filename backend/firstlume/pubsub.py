@@ -15,6 +15,7 @@ from typing import Any
 
 from broadcaster import Broadcast
 from broadcaster._backends.postgres import PostgresBackend
+from broadcaster._base import Unsubscribed
 
 
 def run_channel(run_id: str) -> str:
@@ -77,13 +78,32 @@ class PubSub:
             await self._broadcast.publish(channel=channel, message=json.dumps(message, separators=(",", ":")))
 
     @asynccontextmanager
-    async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    async def subscribe(self, channel: str) -> AsyncIterator[Subscription]:
         async with self._broadcast.subscribe(channel=channel) as subscriber:
-            yield _decoded(subscriber)
+            yield Subscription(subscriber)
 
 
-async def _decoded(subscriber: Any) -> AsyncIterator[dict[str, Any]]:
-    async for event in subscriber:
-        if event is None:
-            return
-        yield json.loads(event.message)
+class Subscription:
+    """Events of one channel, decoded. Waiting with a timeout is safe: `next` only ever cancels
+    a queue read, never the iterator itself."""
+
+    def __init__(self, subscriber: Any) -> None:
+        self._subscriber = subscriber
+
+    async def next(self, seconds: float) -> dict[str, Any] | None:
+        """The next event, or None when `seconds` pass without one or the channel closed."""
+        try:
+            event = await asyncio.wait_for(self._subscriber.get(), seconds)
+        except (TimeoutError, Unsubscribed):
+            return None
+        return json.loads(event.message)  # type: ignore[no-any-return]
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        try:
+            event = await self._subscriber.get()
+        except Unsubscribed:
+            raise StopAsyncIteration from None
+        return json.loads(event.message)  # type: ignore[no-any-return]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import suppress
 
 from sqlalchemy import select
 from starlette.requests import Request
@@ -177,8 +175,7 @@ async def follow_log(ctx: Context, run_id: str, step: str | None) -> AsyncIterat
             if ended:
                 return
             # Wake on the next event, or re-check at least every second in case one was lost.
-            with suppress(TimeoutError, StopAsyncIteration):
-                await asyncio.wait_for(anext(events), timeout=1.0)
+            await events.next(seconds=1.0)
 
 
 R = "/api/v1/orgs/{org}/runs/{run}"
