@@ -820,3 +820,31 @@ async def test_an_unexpected_failure_is_masked_and_logged(
     ]  # fmt: skip
     assert "s3cr3t" not in response.text and "10.0.0.7" not in response.text
     assert "s3cr3t" in caplog.text  # for the operator, in the server's log
+
+
+def test_every_expected_failure_has_a_typed_result_except_authentication() -> None:
+    from firstlume.api.graphql import errors as typed_errors
+    from firstlume.domain import errors as domain
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(s for c in cls.__subclasses__() for s in subclasses(c))]
+
+    samples = {
+        domain.AcknowledgementRequired: domain.AcknowledgementRequired(["a.b"]),
+        domain.InvalidTransition: domain.InvalidTransition("queued", "applied"),
+    }
+    for cls in subclasses(domain.FirstlumeError):
+        if cls is domain.FirstlumeError or cls.__module__.startswith("firstlume.api"):
+            continue
+        error = samples.get(cls) or cls("message", status="queued", field="some_field")
+        result = typed_errors.as_error_type(error)
+        if cls in (domain.Unauthenticated, domain.Forbidden):
+            assert result is None  # a GraphQL error with its code, for any operation
+            continue
+        assert isinstance(result, typed_errors.Error), cls
+        assert (result.code, result.message) == (error.code, error.message)
+    assert isinstance(typed_errors.as_error_type(domain.StatusChanged("x")), typed_errors.ConflictError)
+    assert (
+        typed_errors.as_error_type(domain.InvalidRequest("x", field="git_https_token")).field
+        == "gitHttpsToken"
+    )  # type: ignore[union-attr]
