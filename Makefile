@@ -38,6 +38,8 @@ check: lint typecheck
 
 bench: install
 	$(BIN)/python bench/bench_changes.py
+	$(BIN)/python bench/bench_scheduler.py sqlite
+	$(BIN)/python bench/bench_scheduler.py postgresql
 
 clean:
 	rm -rf $(VENV) .firstlume
