@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export FIRSTLUME_DATA_DIR ?= $(CURDIR)/.firstlume
 
-.PHONY: run test install check lint typecheck schema bench clean
+.PHONY: run test install frontend check lint typecheck schema bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,13 +17,22 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install
+# The web UI: npm ci when node_modules is missing or package-lock.json is newer, then a build
+# (operations checked against schema.graphql, tsc, vite) into backend/firstlume/static/.
+frontend/node_modules/.installed: frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+frontend: frontend/node_modules/.installed
+	cd frontend && npm run build
+
+run: install frontend
 	$(BIN)/firstlume migrate
 	@echo "Paste these exports into your shell (the demo token is new each time):"
 	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
 	$(BIN)/firstlume serve --host $(HOST) --port $(PORT)
 
-test: install
+test: install frontend
 	scripts/ensure-test-services.sh
 	$(BIN)/pytest
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond Python packages: a PostgreSQL server on 127.0.0.1:5432 that
-# accepts user postgres without a password (the tests create and drop their own databases).
+# accepts user postgres without a password (the tests create and drop their own databases), and
+# Debian's chromium for the browser tests (Playwright drives /usr/bin/chromium; it cannot
+# download a browser of its own here).
 set -euo pipefail
 
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
@@ -15,5 +17,17 @@ if ! pg_up; then
 fi
 if ! pg_up; then
   echo "PostgreSQL is not reachable on 127.0.0.1:5432; the suite runs against it too. See README: Testing." >&2
+  exit 1
+fi
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "installing Debian's chromium for the browser tests" >&2
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  echo "chromium is not installed at /usr/bin/chromium; the browser tests need it (apt-get install chromium)." >&2
   exit 1
 fi

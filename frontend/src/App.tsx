@@ -1,0 +1,56 @@
+import { Link, Navigate, Route, Routes } from "react-router";
+import { useAuth } from "./auth";
+import { OrgLayout } from "./components/Layout";
+import { Empty, ErrorBox, Loading } from "./components/ui";
+import { SignInPage } from "./pages/SignIn";
+import { StacksPage } from "./pages/Stacks";
+import { StackPage } from "./pages/Stack";
+import { RunPage } from "./pages/Run";
+import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
+
+export function App() {
+  const { token } = useAuth();
+  if (!token) return <SignInPage />;
+  return (
+    <Routes>
+      <Route path="/" element={<Home />} />
+      <Route path="/orgs/:org" element={<OrgLayout />}>
+        <Route index element={<Navigate to="stacks" replace />} />
+        <Route path="stacks" element={<StacksPage />} />
+        <Route path="stacks/:slug" element={<StackPage />} />
+        <Route path="stacks/:slug/settings" element={<StackSettingsPage />} />
+        <Route path="runs/:runId/*" element={<RunPage />} />
+        <Route path="settings" element={<OrgSettingsPage />} />
+        <Route path="folders/*" element={<FolderSettingsPage />} />
+        <Route path="*" element={<NotFound />} />
+      </Route>
+      <Route path="*" element={<NotFound />} />
+    </Routes>
+  );
+}
+
+/** The first organization of the signed-in user. */
+function Home() {
+  const { viewer, notice } = useAuth();
+  if (notice) return <ErrorBox error={notice} />;
+  if (!viewer) return <Loading what="your organizations" />;
+  const first = viewer.organizations[0];
+  if (!first) {
+    return (
+      <div className="center-page">
+        <Empty title="Your token belongs to no organization.">
+          Ask an administrator to add you: <code>firstlume token create --org &lt;slug&gt; --user {viewer.email}</code>
+        </Empty>
+      </div>
+    );
+  }
+  return <Navigate to={`/orgs/${first.slug}/stacks`} replace />;
+}
+
+function NotFound() {
+  return (
+    <Empty title="There is nothing at this address.">
+      <Link to="/">Go to your stacks</Link>
+    </Empty>
+  );
+}

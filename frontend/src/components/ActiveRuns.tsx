@@ -1,0 +1,92 @@
+import { createContext, useContext, useMemo, useState, type ReactNode } from "react";
+import { Link, useParams } from "react-router";
+import { useSubscription } from "../api/hooks";
+import { ActiveRunsDocument, type RunListItemFragment } from "../graphql/generated";
+import { TimeAgo, TypeBadge, StatusBadge } from "./ui";
+import type { ApiError } from "../api/client";
+
+type ActiveRuns = {
+  runs: RunListItemFragment[];
+  loaded: boolean;
+  error: ApiError | null;
+  /** Changes whenever a run starts, moves or ends: screens read again when it does. */
+  version: string;
+};
+
+const ActiveRunsContext = createContext<ActiveRuns>({ runs: [], loaded: false, error: null, version: "" });
+
+export function useActiveRuns(): ActiveRuns {
+  return useContext(ActiveRunsContext);
+}
+
+/** The organization's active runs, live over one subscription shared by every screen. */
+export function ActiveRunsProvider({ org, children }: { org: string; children: ReactNode }) {
+  const [runs, setRuns] = useState<RunListItemFragment[] | null>(null);
+  const { error } = useSubscription(ActiveRunsDocument, { org }, { next: (data) => setRuns(data.activeRuns) });
+  const value = useMemo(
+    () => ({
+      runs: runs ?? [],
+      loaded: runs !== null,
+      error,
+      version: (runs ?? []).map((r) => `${r.id}:${r.status}:${r.queuePosition ?? ""}`).join(","),
+    }),
+    [runs, error],
+  );
+  return <ActiveRunsContext.Provider value={value}>{children}</ActiveRunsContext.Provider>;
+}
+
+/** Runs awaiting approval first (they wait for a person), then the rest, oldest first. */
+export function orderedForAttention(runs: RunListItemFragment[]): RunListItemFragment[] {
+  return [...runs.filter((r) => r.awaitingApproval), ...runs.filter((r) => !r.awaitingApproval)];
+}
+
+export function ActiveRunsPanel() {
+  const { org } = useParams();
+  const { runs, loaded, error } = useActiveRuns();
+  const waiting = runs.filter((r) => r.awaitingApproval).length;
+  return (
+    <aside className="active-panel" aria-label="Active runs" data-testid="active-runs">
+      <header>
+        <h2>Active runs</h2>
+        <span className="count" data-testid="active-count">
+          {runs.length}
+        </span>
+        {waiting > 0 && (
+          <span className="pill attention" data-testid="awaiting-count">
+            {waiting} awaiting approval
+          </span>
+        )}
+      </header>
+      {error && error.code !== "network" && <div className="alert alert-danger small">{error.message}</div>}
+      {error && error.code === "network" && <div className="reconnecting">Reconnecting…</div>}
+      {!loaded && !error && <div className="muted small pad">Connecting…</div>}
+      {loaded && runs.length === 0 && <div className="muted small pad">No runs in progress. Start one from a stack.</div>}
+      <ul>
+        {orderedForAttention(runs).map((run) => (
+          <li key={run.id} className={run.awaitingApproval ? "attention" : ""} data-run-id={run.id}>
+            <Link to={`/orgs/${org}/runs/${run.id}`} className="active-run">
+              <div className="line">
+                <strong>{run.stack.slug}</strong>
+                <span className="muted">#{run.number}</span>
+                <TypeBadge type={run.type} />
+              </div>
+              <div className="line">
+                <StatusBadge status={run.status} />
+                {run.queuePosition !== null && <span className="muted small">position {run.queuePosition}</span>}
+                <span className="muted small right">
+                  <TimeAgo iso={run.createdAt} />
+                </span>
+              </div>
+              {run.awaitingApproval && (
+                <div className="line review">
+                  {run.summary?.text && <span className="small">{run.summary.text}</span>}
+                  <span className="right">Review →</span>
+                </div>
+              )}
+            </Link>
+          </li>
+        ))}
+      </ul>
+    </aside>
+  );
+}

@@ -1,0 +1,395 @@
+import { useMemo, useState } from "react";
+import { Link, NavLink, useNavigate, useParams, useSearchParams } from "react-router";
+import { request, type ApiError } from "../api/client";
+import { useQuery, useSubscription } from "../api/hooks";
+import { useToken } from "../auth";
+import { ChangesView, SummaryParts, type LiveStates } from "../components/Changes";
+import { ConfigurationView } from "../components/Configuration";
+import { LogView } from "../components/LogView";
+import { StepStrip, StepTimeline } from "../components/Steps";
+import { Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
+import { dateTime, plural, shortSha } from "../format";
+import {
+  ApproveRunDocument,
+  CancelRunDocument,
+  DiscardRunDocument,
+  ResourceStatesDocument,
+  RunChangesDocument,
+  RunPageDocument,
+  RunUpdatedDocument,
+  type RunDetailFragment,
+} from "../graphql/generated";
+import type { ChangesData } from "../components/Changes";
+
+const TABS = [
+  { path: "", label: "Changes" },
+  { path: "steps", label: "Steps" },
+  { path: "logs", label: "Logs" },
+  { path: "configuration", label: "Configuration" },
+];
+
+/** A run's page; all its state starts afresh for another run. */
+export function RunPage() {
+  const { runId = "" } = useParams();
+  return <RunView key={runId} />;
+}
+
+function RunView() {
+  const { org = "", runId = "", "*": tab = "" } = useParams();
+  const [search] = useSearchParams();
+  const navigate = useNavigate();
+  const { data, error, loading } = useQuery(RunPageDocument, { org, id: runId });
+  const [live, setLive] = useState<RunDetailFragment | null>(null);
+  const run = live ?? data?.organization?.run ?? null;
+
+  const updates = useSubscription(RunUpdatedDocument, run && !run.finished ? { org, id: runId } : null, {
+    next: ({ runUpdated }) => setLive(runUpdated),
+  });
+
+  // The changes exist once the plan is stored: read them when the summary appears.
+  const changesQuery = useQuery(RunChangesDocument, { org, id: runId }, run?.summary?.text ?? null);
+  const changes = run?.summary ? changesQuery.data?.organization?.run?.changes ?? null : null;
+
+  // Resource states, live from approval through the apply.
+  const [states, setStates] = useState<LiveStates>(new Map());
+  // Once watching, keep watching until the server completes the subscription: the run may finish
+  // (and its status arrive) before the last resource states do.
+  const [watching, setWatching] = useState(false);
+  const appliesHere = Boolean(run?.summary && run.type !== "PLAN" && run.type !== "DRIFT");
+  if (appliesHere && run && !run.finished && !watching) setWatching(true);
+  const watchStates = appliesHere && watching;
+  useSubscription(ResourceStatesDocument, watchStates ? { org, id: runId } : null, {
+    next: ({ resourceStates }) =>
+      setStates((previous) => {
+        const next = new Map(previous);
+        for (const item of resourceStates) next.set(item.address, item);
+        return next;
+      }),
+  });
+
+  if (!data && loading) return <Loading what="the run" />;
+  if (!run) {
+    if (error) return <ErrorBox error={error} />;
+    return (
+      <Empty title="There is no such run in this organization.">
+        <Link to={`/orgs/${org}/stacks`}>All stacks</Link>
+      </Empty>
+    );
+  }
+
+  const base = `/orgs/${org}/runs/${runId}`;
+  return (
+    <div className="page run-page" data-run-status={run.status}>
+      <RunHeader org={org} run={run} onRun={setLive} onPickStep={(name) => navigate(`${base}/steps?step=${encodeURIComponent(name)}`)} />
+      {updates.error && updates.error.code === "network" && <div className="reconnecting">Live updates interrupted; reconnecting…</div>}
+      {run.error && (
+        <div className="alert alert-danger run-error" role="alert" data-testid="run-error">
+          <strong>The run failed.</strong>
+          <pre>{run.error}</pre>
+        </div>
+      )}
+      <ApprovalPanel org={org} run={run} changes={changes} onRun={setLive} />
+      <nav className="tabs">
+        {TABS.map((t) => (
+          <NavLink key={t.path} end to={t.path ? `${base}/${t.path}` : base}>
+            {t.label}
+            {t.path === "" && run.summary && <span className="tab-count">{run.summary.delete + run.summary.replace + run.summary.update + run.summary.create}</span>}
+          </NavLink>
+        ))}
+      </nav>
+      {tab === "" &&
+        (changes ? (
+          <ChangesView changes={changes} states={states} />
+        ) : run.summary && changesQuery.loading ? (
+          <Loading what="the changes" />
+        ) : (
+          <>
+            <ErrorBox error={changesQuery.error} />
+            <Empty title={run.finished ? "This run produced no plan." : "The changes appear when the plan finishes."}>
+              {!run.finished && (
+                <>
+                  Follow the plan in the <Link to={`${base}/logs`}>log</Link>.
+                </>
+              )}
+            </Empty>
+          </>
+        ))}
+      {tab === "steps" && <StepTimeline key={search.get("step") ?? ""} org={org} run={run} openStep={search.get("step")} />}
+      {tab === "logs" && (
+        <LogView
+          org={org}
+          runId={run.id}
+          waiting={
+            run.status === "QUEUED"
+              ? `Waiting for the run to start${run.queuePosition ? ` (number ${run.queuePosition} in the stack's queue)` : ""}…`
+              : "Waiting for output…"
+          }
+        />
+      )}
+      {tab === "configuration" && <ConfigurationView run={run} />}
+      {!TABS.some((t) => t.path === tab) && <Empty title="There is no such view of a run." />}
+    </div>
+  );
+}
+
+function RunHeader({
+  org,
+  run,
+  onRun,
+  onPickStep,
+}: {
+  org: string;
+  run: RunDetailFragment;
+  onRun: (run: RunDetailFragment) => void;
+  onPickStep: (name: string) => void;
+}) {
+  const token = useToken();
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const cancelable = run.status === "QUEUED" || run.status === "APPLY_QUEUED";
+
+  async function cancel() {
+    setBusy(true);
+    setError(null);
+    try {
+      const { cancelRun } = await request(CancelRunDocument, { org, id: run.id }, token);
+      if (cancelRun.__typename === "Run") onRun(cancelRun);
+      else setError(cancelRun.message);
+    } catch (caught) {
+      setError((caught as ApiError).message);
+    }
+    setBusy(false);
+  }
+
+  return (
+    <div className="run-head">
+      <nav className="crumbs">
+        <Link to={`/orgs/${org}/stacks`}>Stacks</Link>
+        {run.stack.folder && (
+          <>
+            <span>/</span>
+            <Link to={`/orgs/${org}/folders/${run.stack.folder.path}`}>{run.stack.folder.path}</Link>
+          </>
+        )}
+        <span>/</span>
+        <Link to={`/orgs/${org}/stacks/${run.stack.slug}`}>{run.stack.name || run.stack.slug}</Link>
+      </nav>
+      <div className="run-title">
+        <h1>
+          Run #{run.number}
+        </h1>
+        <TypeBadge type={run.type} />
+        <span data-testid="run-status">
+          <StatusBadge status={run.status} />
+        </span>
+        {run.queuePosition !== null && <span className="pill">position {run.queuePosition} in queue</span>}
+        <span className="spacer" />
+        {cancelable && (
+          <button className="btn" onClick={() => void cancel()} disabled={busy} title="Only queued runs can be canceled">
+            Cancel run
+          </button>
+        )}
+      </div>
+      <div className="run-meta">
+        <span>
+          Started by <strong>{run.createdBy ?? "someone"}</strong> <TimeAgo iso={run.createdAt} />
+        </span>
+        {run.finishedAt && <span title={dateTime(run.finishedAt)}>finished <TimeAgo iso={run.finishedAt} /></span>}
+        {run.summary && (
+          <span>
+            <SummaryParts summary={run.summary} />
+          </span>
+        )}
+      </div>
+      {run.commit ? (
+        <div className="commit" data-testid="commit">
+          <span className="commit-icon">⎇</span>
+          {run.commit.url ? (
+            <a className="mono" href={run.commit.url} target="_blank" rel="noreferrer" title={run.commit.sha}>
+              {shortSha(run.commit.sha)}
+            </a>
+          ) : (
+            <span className="mono" title={`${run.commit.sha} (local repository: no web link)`}>
+              {shortSha(run.commit.sha)}
+            </span>
+          )}
+          <span className="commit-msg">{run.commit.message}</span>
+          <span className="muted small">{run.commit.author}</span>
+          <span className="muted small mono">
+            {run.stack.branch} · {run.stack.path || "."}
+          </span>
+        </div>
+      ) : (
+        <div className="commit muted small">The commit is known after checkout ({run.stack.branch}).</div>
+      )}
+      <StepStrip steps={run.steps} onPick={onPickStep} />
+      <ErrorBox error={error} />
+    </div>
+  );
+}
+
+function ApprovalPanel({
+  org,
+  run,
+  changes,
+  onRun,
+}: {
+  org: string;
+  run: RunDetailFragment;
+  changes: ChangesData | null;
+  onRun: (run: RunDetailFragment) => void;
+}) {
+  const token = useToken();
+  const [ticked, setTicked] = useState<Set<string>>(new Set());
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const destructive = useMemo(
+    () =>
+      (changes?.groups ?? [])
+        .filter((g) => g.action === "DELETE" || g.action === "REPLACE")
+        .flatMap((g) => g.changes.map((c) => ({ address: c.address, action: g.action }))),
+    [changes],
+  );
+  const confirm = Boolean(run.approval.confirmDestructive) && destructive.length > 0;
+
+  if (run.awaitingApproval) {
+    const missing = confirm ? destructive.filter((d) => !ticked.has(d.address)).length : 0;
+    const ready = changes !== null && missing === 0;
+
+    async function act(kind: "approve" | "discard") {
+      setBusy(true);
+      setError(null);
+      try {
+        if (kind === "approve") {
+          const { approveRun } = await request(
+            ApproveRunDocument,
+            { org, id: run.id, acknowledged: confirm ? [...ticked] : [] },
+            token,
+          );
+          if (approveRun.__typename === "Run") onRun(approveRun);
+          else if (approveRun.__typename === "AcknowledgementRequiredError")
+            setError(`Confirm these first: ${approveRun.missing.join(", ")}.`);
+          else setError(approveRun.message);
+        } else {
+          const { discardRun } = await request(DiscardRunDocument, { org, id: run.id }, token);
+          if (discardRun.__typename === "Run") onRun(discardRun);
+          else setError(discardRun.message);
+        }
+      } catch (caught) {
+        setError((caught as ApiError).message);
+      }
+      setBusy(false);
+    }
+
+    return (
+      <section className="approval waiting" data-testid="approval" aria-label="Approval">
+        <div className="approval-head">
+          <div>
+            <h2>This plan is waiting for approval</h2>
+            <p>
+              Approving applies exactly this plan
+              {run.summary ? (
+                <>
+                  : <strong>{run.summary.text}</strong>
+                </>
+              ) : null}
+              .
+              {run.configuration.settings && (
+                <span className="muted small"> Required by {originLabelShort(run.configuration.settings.requireApproval.origin)}.</span>
+              )}
+            </p>
+          </div>
+          <div className="actions">
+            <button className="btn" onClick={() => void act("discard")} disabled={busy}>
+              Discard
+            </button>
+            <button
+              className="btn primary"
+              onClick={() => void act("approve")}
+              disabled={busy || !ready}
+              title={missing ? `Tick ${plural(missing, "more resource")} to approve` : undefined}
+            >
+              {missing ? `Approve (${missing} to confirm)` : "Approve"}
+            </button>
+          </div>
+        </div>
+        {confirm && (
+          <div className="confirm-list">
+            <p className="small">
+              <strong>confirm_destructive is on</strong> (from {originLabelShort(run.configuration.settings?.confirmDestructive.origin ?? "")}
+              ): tick each resource that will be deleted or replaced.{" "}
+              <span data-testid="confirm-progress">
+                {destructive.length - missing} of {destructive.length} confirmed
+              </span>
+            </p>
+            <ul>
+              {destructive.map((d) => (
+                <li key={d.address}>
+                  <label className={ticked.has(d.address) ? "ticked" : ""}>
+                    <input
+                      type="checkbox"
+                      checked={ticked.has(d.address)}
+                      onChange={(e) => {
+                        const next = new Set(ticked);
+                        if (e.target.checked) next.add(d.address);
+                        else next.delete(d.address);
+                        setTicked(next);
+                      }}
+                      aria-label={`Confirm ${d.action === "DELETE" ? "deleting" : "replacing"} ${d.address}`}
+                    />
+                    <span className={`act-${d.action.toLowerCase()} verb`}>{d.action === "DELETE" ? "delete" : "replace"}</span>
+                    <span className="mono">{d.address}</span>
+                  </label>
+                </li>
+              ))}
+            </ul>
+          </div>
+        )}
+        <ErrorBox error={error} />
+      </section>
+    );
+  }
+
+  if (run.approval.approvedBy) {
+    return (
+      <section className="approval done" data-testid="approval" aria-label="Approval">
+        <p>
+          ✓ Approved by <strong data-testid="approved-by">{run.approval.approvedBy}</strong>{" "}
+          <span title={dateTime(run.approval.approvedAt)}>
+            <TimeAgo iso={run.approval.approvedAt} />
+          </span>
+          .
+        </p>
+        {run.approval.acknowledged.length > 0 && (
+          <p className="small">
+            Confirmed deletions and replacements:{" "}
+            <span data-testid="acknowledged">
+              {run.approval.acknowledged.map((a, i) => (
+                <span key={a}>
+                  {i > 0 && ", "}
+                  <span className="mono">{a}</span>
+                </span>
+              ))}
+            </span>
+          </p>
+        )}
+      </section>
+    );
+  }
+  if (run.status === "DISCARDED") {
+    return (
+      <section className="approval discarded" aria-label="Approval">
+        <p>The plan was discarded; nothing was applied.</p>
+      </section>
+    );
+  }
+  return null;
+}
+
+function originLabelShort(origin: string): string {
+  if (origin === "default") return "the default";
+  if (origin === "organization") return "the organization";
+  if (origin === "stack") return "this stack";
+  if (origin.startsWith("folder:")) return `folder ${origin.slice(7)}`;
+  return origin;
+}

@@ -1,0 +1,366 @@
+import { useState, type FormEvent } from "react";
+import { Link, useParams } from "react-router";
+import { request, type ApiError } from "../api/client";
+import { useQuery } from "../api/hooks";
+import { useToken } from "../auth";
+import { Card, Empty, ErrorBox, Loading, TimeAgo } from "../components/ui";
+import { originLabel } from "../format";
+import {
+  DeleteVariableDocument,
+  FolderLevelDocument,
+  OrgLevelDocument,
+  SetVariableDocument,
+  StackLevelDocument,
+  UpdateSettingsDocument,
+  type JsonValue,
+  type SettingsViewFragment,
+  type VariableKind,
+  type VariableViewFragment,
+} from "../graphql/generated";
+import { StackHeader } from "./Stack";
+
+/** Where settings and variables are set: the organization, a folder (by path) or a stack. */
+type Level = { folder?: string; stack?: string };
+
+type Inherited = VariableViewFragment & { origin: string };
+
+/** Folder paths from the outermost to `path` itself: "a/b" → ["a", "a/b"]. */
+function chain(path: string | null | undefined): string[] {
+  if (!path) return [];
+  const parts = path.split("/");
+  return parts.map((_, i) => parts.slice(0, i + 1).join("/"));
+}
+
+/** What a level inherits: for each variable it does not set, the nearest outer level's. */
+function inherited(
+  orgVariables: VariableViewFragment[],
+  folders: { path: string; variables: VariableViewFragment[] }[],
+  outerFolders: string[],
+  own: VariableViewFragment[],
+): Inherited[] {
+  const byKey = new Map<string, Inherited>();
+  const key = (v: VariableViewFragment) => `${v.kind}:${v.name}`;
+  for (const v of orgVariables) byKey.set(key(v), { ...v, origin: "organization" });
+  for (const path of outerFolders) {
+    for (const v of folders.find((f) => f.path === path)?.variables ?? []) byKey.set(key(v), { ...v, origin: `folder:${path}` });
+  }
+  for (const v of own) byKey.delete(key(v));
+  return [...byKey.values()].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export function OrgSettingsPage() {
+  const { org = "" } = useParams();
+  const { data, error, loading, refetch } = useQuery(OrgLevelDocument, { org });
+  const organization = data?.organization;
+  if (!data && loading) return <Loading what="settings" />;
+  if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
+  return (
+    <div className="page">
+      <div className="page-head">
+        <div>
+          <h1>Organization settings</h1>
+          <p className="muted">Folders and stacks inherit these unless they set their own.</p>
+        </div>
+      </div>
+      <SettingsCard org={org} level={{}} settings={organization.settings} onChange={refetch} />
+      <VariablesCard org={org} level={{}} own={organization.variables} inherited={[]} onChange={refetch} />
+    </div>
+  );
+}
+
+export function FolderSettingsPage() {
+  const { org = "", "*": path = "" } = useParams();
+  const { data, error, loading, refetch } = useQuery(FolderLevelDocument, { org, path });
+  const folder = data?.organization?.folder;
+  if (!data && loading) return <Loading what="the folder" />;
+  if (!data?.organization || !folder) {
+    return (
+      <>
+        <ErrorBox error={error} />
+        <Empty title={`There is no folder "${path}".`}>
+          <Link to={`/orgs/${org}/stacks`}>All stacks</Link>
+        </Empty>
+      </>
+    );
+  }
+  const outer = chain(folder.path).slice(0, -1);
+  return (
+    <div className="page">
+      <div className="page-head">
+        <div>
+          <nav className="crumbs">
+            <Link to={`/orgs/${org}/stacks`}>Stacks</Link>
+            {outer.map((p) => (
+              <span key={p}>
+                <span>/</span> <Link to={`/orgs/${org}/folders/${p}`}>{p.split("/").pop()}</Link>
+              </span>
+            ))}
+          </nav>
+          <h1>
+            <span className="folder-icon">▤</span> {folder.path}
+          </h1>
+          <p className="muted">
+            {folder.stacks.length
+              ? `Stacks here: ${folder.stacks.map((s) => s.slug).join(", ")}.`
+              : "No stacks directly in this folder."}{" "}
+            {folder.children.length > 0 && `Subfolders: ${folder.children.map((c) => c.name).join(", ")}.`}
+          </p>
+        </div>
+      </div>
+      <SettingsCard org={org} level={{ folder: folder.path }} settings={folder.settings} onChange={refetch} />
+      <VariablesCard
+        org={org}
+        level={{ folder: folder.path }}
+        own={folder.variables}
+        inherited={inherited(data.organization.variables, data.organization.folders, outer, folder.variables)}
+        onChange={refetch}
+      />
+    </div>
+  );
+}
+
+export function StackSettingsPage() {
+  const { org = "", slug = "" } = useParams();
+  const { data, error, loading, refetch } = useQuery(StackLevelDocument, { org, slug });
+  const stack = data?.organization?.stack;
+  if (!data && loading) return <Loading what="the stack's settings" />;
+  if (!data?.organization || !stack) return <ErrorBox error={error ?? `There is no stack "${slug}" here.`} />;
+  return (
+    <div className="page">
+      <StackHeader org={org} slug={slug} folder={stack.folder?.path} title={stack.slug} />
+      <SettingsCard org={org} level={{ stack: slug }} settings={stack.settings} onChange={refetch} />
+      <VariablesCard
+        org={org}
+        level={{ stack: slug }}
+        own={stack.variables}
+        inherited={inherited(data.organization.variables, data.organization.folders, chain(stack.folder?.path), stack.variables)}
+        onChange={refetch}
+      />
+    </div>
+  );
+}
+
+// Settings -----------------------------------------------------------------------------------
+
+const SETTINGS = [
+  {
+    key: "requireApproval",
+    name: "require_approval",
+    title: "Require approval",
+    help: "An apply waits for someone to approve its plan. Read when the plan finishes. Default: on.",
+  },
+  {
+    key: "confirmDestructive",
+    name: "confirm_destructive",
+    title: "Confirm destructive changes",
+    help: "Approving needs a tick for every resource that will be deleted or replaced. Default: off.",
+  },
+] as const;
+
+function SettingsCard({ org, level, settings, onChange }: { org: string; level: Level; settings: SettingsViewFragment; onChange: () => Promise<void> }) {
+  const token = useToken();
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+  const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
+
+  async function set(key: "requireApproval" | "confirmDestructive", value: boolean | null) {
+    setBusy(key);
+    setError(null);
+    try {
+      const { updateSettings } = await request(
+        UpdateSettingsDocument,
+        { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null },
+        token,
+      );
+      if (updateSettings.__typename === "Settings") await onChange();
+      else setError(updateSettings.message);
+    } catch (caught) {
+      setError((caught as ApiError).message);
+    }
+    setBusy(null);
+  }
+
+  return (
+    <Card title="Approval rules">
+      <div className="settings">
+        {SETTINGS.map((s) => {
+          const explicit = settings.explicit[s.key];
+          const effective = settings.effective[s.key];
+          const inheritedFrom = explicit === null ? originLabel(effective.origin) : null;
+          return (
+            <div className="setting" key={s.key} data-setting={s.name}>
+              <div className="setting-text">
+                <div className="setting-title">
+                  {s.title} <code>{s.name}</code>
+                </div>
+                <div className="muted small">{s.help}</div>
+                <div className="effective" data-testid="effective">
+                  Effective here: <strong>{effective.value ? "on" : "off"}</strong>{" "}
+                  <span className="muted">
+                    {explicit === null ? `inherited from ${inheritedFrom}` : `set on ${here}`}
+                  </span>
+                </div>
+              </div>
+              <div className="segmented" role="radiogroup" aria-label={s.name}>
+                {[
+                  { value: null, label: level.folder || level.stack ? "Inherit" : "Default" },
+                  { value: true, label: "On" },
+                  { value: false, label: "Off" },
+                ].map((option) => (
+                  <button
+                    key={String(option.value)}
+                    role="radio"
+                    aria-checked={explicit === option.value}
+                    className={explicit === option.value ? "on" : ""}
+                    disabled={busy !== null}
+                    onClick={() => explicit !== option.value && void set(s.key, option.value)}
+                  >
+                    {option.label}
+                  </button>
+                ))}
+              </div>
+            </div>
+          );
+        })}
+      </div>
+      <ErrorBox error={error} />
+    </Card>
+  );
+}
+
+// Variables ----------------------------------------------------------------------------------
+
+function VariablesCard({
+  org,
+  level,
+  own,
+  inherited,
+  onChange,
+}: {
+  org: string;
+  level: Level;
+  own: VariableViewFragment[];
+  inherited: Inherited[];
+  onChange: () => Promise<void>;
+}) {
+  const token = useToken();
+  const [form, setForm] = useState({ name: "", value: "", kind: "TERRAFORM" as VariableKind, sensitive: false, json: false });
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const scope = { folder: level.folder ?? null, stack: level.stack ?? null };
+
+  async function save(event: FormEvent) {
+    event.preventDefault();
+    setError(null);
+    let value: JsonValue = form.value;
+    if (form.json) {
+      try {
+        value = JSON.parse(form.value) as JsonValue;
+      } catch {
+        setError("The value is not valid JSON. Untick “JSON value” to send it as a string.");
+        return;
+      }
+    }
+    setBusy(true);
+    try {
+      const { setVariable } = await request(
+        SetVariableDocument,
+        { org, name: form.name.trim(), value, sensitive: form.sensitive, kind: form.kind, ...scope },
+        token,
+      );
+      if (setVariable.__typename === "Variable") {
+        setForm({ ...form, name: "", value: "" });
+        await onChange();
+      } else setError(setVariable.message);
+    } catch (caught) {
+      setError((caught as ApiError).message);
+    }
+    setBusy(false);
+  }
+
+  async function remove(name: string) {
+    setError(null);
+    try {
+      const { deleteVariable } = await request(DeleteVariableDocument, { org, name, ...scope }, token);
+      if (deleteVariable.__typename === "DeletedVariable") await onChange();
+      else setError(deleteVariable.message);
+    } catch (caught) {
+      setError((caught as ApiError).message);
+    }
+  }
+
+  return (
+    <Card title="Variables">
+      <p className="muted small pad">
+        The nearest level wins: stack, then folders (innermost first), then the organization; <code>config.yaml</code> in the
+        commit is the outermost. Sensitive values are write-only: nobody can read them back, here or in the API.
+      </p>
+      {own.length === 0 && inherited.length === 0 ? (
+        <Empty title="No variables at this level." />
+      ) : (
+        <table className="table variables" data-testid="variables">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th>Value</th>
+              <th>Kind</th>
+              <th>Set on</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {own.map((v) => (
+              <tr key={`${v.kind}:${v.name}`} data-variable={v.name}>
+                <td className="mono">{v.name}</td>
+                <td className="mono">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                <td>
+                  here <span className="muted small"><TimeAgo iso={v.updatedAt} /></span>
+                </td>
+                <td className="right">
+                  <button className="btn small ghost" onClick={() => void remove(v.name)} aria-label={`Delete ${v.name}`}>
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            ))}
+            {inherited.map((v) => (
+              <tr key={`i:${v.kind}:${v.name}`} className="inherited" data-variable={v.name}>
+                <td className="mono">{v.name}</td>
+                <td className="mono">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                <td className="muted">inherited from {originLabel(v.origin)}</td>
+                <td />
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <form className="var-form" onSubmit={save}>
+        <input aria-label="Variable name" placeholder="name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
+        <input
+          aria-label="Variable value"
+          placeholder={form.sensitive ? "secret value (write-only)" : "value"}
+          type={form.sensitive ? "password" : "text"}
+          autoComplete="off"
+          value={form.value}
+          onChange={(e) => setForm({ ...form, value: e.target.value })}
+        />
+        <select aria-label="Variable kind" value={form.kind} onChange={(e) => setForm({ ...form, kind: e.target.value as VariableKind })}>
+          <option value="TERRAFORM">terraform</option>
+          <option value="ENV">environment</option>
+        </select>
+        <label className="check">
+          <input type="checkbox" checked={form.sensitive} onChange={(e) => setForm({ ...form, sensitive: e.target.checked })} /> sensitive
+        </label>
+        <label className="check">
+          <input type="checkbox" checked={form.json} onChange={(e) => setForm({ ...form, json: e.target.checked })} /> JSON value
+        </label>
+        <button className="btn primary" type="submit" disabled={busy}>
+          Set variable
+        </button>
+      </form>
+      <ErrorBox error={error} />
+    </Card>
+  );
+}

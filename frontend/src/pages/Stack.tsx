@@ -1,0 +1,221 @@
+import { useState } from "react";
+import { Link, NavLink, useNavigate, useParams } from "react-router";
+import { request, type ApiError } from "../api/client";
+import { useQuery } from "../api/hooks";
+import { useToken } from "../auth";
+import { useActiveRuns } from "../components/ActiveRuns";
+import { Card, Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
+import { duration, shortSha } from "../format";
+import { StackPageDocument, StartRunDocument, type RunListItemFragment, type RunType } from "../graphql/generated";
+
+const PAGE = 25;
+
+const RUN_BUTTONS: { type: RunType; label: string; hint: string }[] = [
+  { type: "PLAN", label: "Plan", hint: "Plan only: shows the changes, never applies." },
+  { type: "APPLY", label: "Apply", hint: "Plan, wait for approval if required, then apply exactly that plan." },
+  { type: "DESTROY", label: "Destroy…", hint: "Plan deleting every resource of the stack, then apply after approval." },
+  { type: "DRIFT", label: "Drift check", hint: "Compare the real infrastructure with the state; never applies." },
+];
+
+export function StackHeader({ org, slug, folder, title, children }: { org: string; slug: string; folder?: string | null; title: string; children?: React.ReactNode }) {
+  return (
+    <div className="page-head">
+      <div>
+        <nav className="crumbs">
+          <Link to={`/orgs/${org}/stacks`}>Stacks</Link>
+          {folder && (
+            <>
+              <span>/</span>
+              <Link to={`/orgs/${org}/folders/${folder}`}>{folder}</Link>
+            </>
+          )}
+        </nav>
+        <h1>{title}</h1>
+        <nav className="tabs">
+          <NavLink end to={`/orgs/${org}/stacks/${slug}`}>
+            Runs
+          </NavLink>
+          <NavLink to={`/orgs/${org}/stacks/${slug}/settings`}>Settings & variables</NavLink>
+        </nav>
+      </div>
+      {children}
+    </div>
+  );
+}
+
+export function StackPage() {
+  const { org = "", slug = "" } = useParams();
+  const token = useToken();
+  const navigate = useNavigate();
+  // Read again whenever a run starts, moves or ends: statuses and queue positions change then.
+  const { version } = useActiveRuns();
+  // Pages of older runs, by cursor: the first page (null) is the newest.
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const after = cursors[cursors.length - 1];
+  const { data, error, loading } = useQuery(StackPageDocument, { org, slug, first: PAGE, after }, version);
+  const [confirmDestroy, setConfirmDestroy] = useState(false);
+  const [startError, setStartError] = useState<string | null>(null);
+  const [starting, setStarting] = useState<RunType | null>(null);
+  const stack = data?.organization?.stack;
+
+  async function start(type: RunType) {
+    setStartError(null);
+    setStarting(type);
+    try {
+      const { startRun } = await request(StartRunDocument, { org, stack: slug, type }, token);
+      if (startRun.__typename === "Run") navigate(`/orgs/${org}/runs/${startRun.id}`);
+      else setStartError(startRun.message);
+    } catch (caught) {
+      setStartError((caught as ApiError).message);
+    }
+    setStarting(null);
+    setConfirmDestroy(false);
+  }
+
+  if (!data && loading) return <Loading what="the stack" />;
+  if (error && !data) return <ErrorBox error={error} />;
+  if (!stack) return <Empty title={`There is no stack "${slug}" here.`}><Link to={`/orgs/${org}/stacks`}>All stacks</Link></Empty>;
+
+  return (
+    <div className="page">
+      <StackHeader org={org} slug={slug} folder={stack.folder?.path} title={stack.name || stack.slug}>
+        <div className="actions" role="group" aria-label="Start a run">
+          {RUN_BUTTONS.map((b) => (
+            <button
+              key={b.type}
+              className={`btn ${b.type === "APPLY" ? "primary" : b.type === "DESTROY" ? "danger-outline" : ""}`}
+              title={b.hint}
+              disabled={starting !== null}
+              onClick={() => (b.type === "DESTROY" ? setConfirmDestroy(true) : void start(b.type))}
+            >
+              {starting === b.type ? "Starting…" : b.label}
+            </button>
+          ))}
+        </div>
+      </StackHeader>
+      <dl className="facts">
+        <div>
+          <dt>Repository</dt>
+          <dd className="mono">{stack.repository}</dd>
+        </div>
+        <div>
+          <dt>Branch</dt>
+          <dd className="mono">{stack.branch}</dd>
+        </div>
+        <div>
+          <dt>Path</dt>
+          <dd className="mono">{stack.path || "."}</dd>
+        </div>
+        <div>
+          <dt>Slug</dt>
+          <dd className="mono">{stack.slug}</dd>
+        </div>
+      </dl>
+      {confirmDestroy && (
+        <div className="alert alert-danger confirm">
+          <div>
+            <strong>Start a destroy run?</strong> It plans deleting every resource of this stack. Nothing is deleted until
+            the plan is approved.
+          </div>
+          <div className="actions">
+            <button className="btn" onClick={() => setConfirmDestroy(false)}>
+              Keep everything
+            </button>
+            <button className="btn danger" onClick={() => void start("DESTROY")}>
+              Plan the destroy
+            </button>
+          </div>
+        </div>
+      )}
+      <ErrorBox error={startError} title="The run was not started." />
+      <ErrorBox error={error} />
+      <Card title={`Runs${stack.runs.totalCount ? ` (${stack.runs.totalCount})` : ""}`}>
+        {stack.runs.nodes.length === 0 ? (
+          <Empty title="No runs yet.">Start a plan to see what this stack would change.</Empty>
+        ) : (
+          <RunTable org={org} runs={stack.runs.nodes} />
+        )}
+        {(cursors.length > 1 || stack.runs.pageInfo.hasNextPage) && (
+          <div className="more">
+            <button className="btn small" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+              ← Newer runs
+            </button>
+            <button
+              className="btn small"
+              disabled={!stack.runs.pageInfo.hasNextPage}
+              onClick={() => setCursors([...cursors, stack.runs.pageInfo.endCursor])}
+            >
+              Older runs →
+            </button>
+          </div>
+        )}
+      </Card>
+    </div>
+  );
+}
+
+function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
+  return (
+    <table className="table runs-table">
+      <thead>
+        <tr>
+          <th>Run</th>
+          <th>Status</th>
+          <th>Type</th>
+          <th>Commit</th>
+          <th>Changes</th>
+          <th>Started by</th>
+          <th>Created</th>
+          <th>Took</th>
+        </tr>
+      </thead>
+      <tbody>
+        {runs.map((run) => (
+          <tr key={run.id} data-run-id={run.id} className={run.awaitingApproval ? "attention" : ""}>
+            <td>
+              <Link to={`/orgs/${org}/runs/${run.id}`} className="run-link">
+                #{run.number}
+              </Link>
+            </td>
+            <td>
+              <StatusBadge status={run.status} />
+              {run.queuePosition !== null && (
+                <span className="queue-pos" title="Position in this stack's queue">
+                  {" "}
+                  position {run.queuePosition}
+                </span>
+              )}
+            </td>
+            <td>
+              <TypeBadge type={run.type} />
+            </td>
+            <td className="commit-cell">
+              {run.commit ? (
+                <>
+                  {run.commit.url ? (
+                    <a className="mono" href={run.commit.url} target="_blank" rel="noreferrer">
+                      {shortSha(run.commit.sha)}
+                    </a>
+                  ) : (
+                    <span className="mono">{shortSha(run.commit.sha)}</span>
+                  )}{" "}
+                  <span className="ellipsis">{run.commit.message}</span>
+                </>
+              ) : (
+                <span className="muted">—</span>
+              )}
+            </td>
+            <td className="small">{run.summary?.text ?? <span className="muted">—</span>}</td>
+            <td className="small">{run.createdBy ?? <span className="muted">—</span>}</td>
+            <td className="small">
+              <TimeAgo iso={run.createdAt} />
+            </td>
+            <td className="small muted">
+              {run.finishedAt ? duration(Date.parse(run.finishedAt) - Date.parse(run.createdAt)) : ""}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

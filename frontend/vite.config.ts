@@ -1,0 +1,17 @@
+import { defineConfig } from "vite";
+
+// The control plane serves the built files from its package, at / (index.html for any unknown
+// path, so client-side routes deep-link). `npm run dev` proxies the API to a running `make run`.
+export default defineConfig({
+  build: {
+    outDir: "../backend/firstlume/static", // relative to this directory
+    emptyOutDir: true,
+    sourcemap: true,
+  },
+  server: {
+    proxy: {
+      "/graphql": { target: "http://127.0.0.1:8000", ws: true },
+      "/api": "http://127.0.0.1:8000",
+    },
+  },
+});
