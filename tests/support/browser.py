@@ -1,0 +1,95 @@
+"""Browser tests: Debian's Chromium driven by Playwright against the served control plane.
+
+Test modules import the fixtures they use from here (`browser`, `live`, `rest`). The UI must be
+built into backend/firstlume/static/ first (`make frontend`; `make test` does it), and Chromium
+must be at /usr/bin/chromium (scripts/ensure-test-services.sh installs it). Every screenshot
+lands in test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
+from support.e2e import Api
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+BUILT_UI = ROOT / "backend" / "firstlume" / "static" / "index.html"
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+
+# Real Terraform runs take seconds; a UI assertion waits for them, never longer than this.
+expect.set_options(timeout=60_000)
+
+
+@pytest.fixture
+def browser(live: LiveServer) -> Iterator[Browser]:
+    # Playwright's sync API marks an event loop as running in this thread while it is started:
+    # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
+    # them (it depends on `live`) and stops before their teardown, once per test.
+    if not BUILT_UI.exists():
+        pytest.fail(f"The web UI is not built ({BUILT_UI} is missing): run `make frontend` (`make test` does).")
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-test-services.sh installs Debian's chromium.")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def live(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
+    """The control plane with its scheduler and local executors, serving the built UI."""
+    server = start_live_server(settings_env(database_url, tmp_path / "data"), tmp_path / "server.log")
+    yield server
+    stop_live_server(server)
+
+
+@pytest.fixture
+def rest(live: LiveServer, tenant: Tenant) -> Iterator[Api]:
+    """The REST API, for arranging what a test does not exercise through the UI."""
+    client = Api(live.url, tenant.org, tenant.token)
+    yield client
+    client.close()
+
+
+def open_page(browser: Browser, live: LiveServer) -> tuple[BrowserContext, Page]:
+    """A fresh browser profile (its own localStorage) on the served UI."""
+    context = browser.new_context(base_url=live.url, viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.page_errors = errors  # type: ignore[attr-defined]
+    return context, page
+
+
+def sign_in(page: Page, token: str, path: str = "/") -> None:
+    page.goto(path)
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def assert_no_page_errors(page: Page) -> None:
+    errors = page.page_errors  # type: ignore[attr-defined]
+    assert errors == [], f"uncaught errors in the page: {errors}"
