@@ -8,7 +8,7 @@ type Step = RunDetailFragment["steps"][number];
 
 export function stepDuration(step: Step, now: number): string {
   if (step.durationMs !== null) return duration(step.durationMs);
-  if (step.status === "RUNNING" && step.startedAt) return duration(now - Date.parse(step.startedAt));
+  if (step.status === "RUNNING" && step.startedAt) return duration(Math.max(0, now - Date.parse(step.startedAt)));
   return "";
 }
 
@@ -19,7 +19,7 @@ export function StepStrip({ steps, onPick }: { steps: Step[]; onPick: (name: str
   return (
     <ol className="step-strip" aria-label="Steps">
       {steps.map((step) => (
-        <li key={step.name} className={`tone-${step.status.toLowerCase()}`} data-step={step.name} data-step-status={step.status}>
+        <li key={step.name} className={`st-${step.status.toLowerCase()}`} data-step={step.name} data-step-status={step.status}>
           <button onClick={() => onPick(step.name)} title={`${step.name}: ${step.status.toLowerCase()}`}>
             <StepDot status={step.status} />
             <span className="name">{step.name}</span>
@@ -45,7 +45,7 @@ export function StepTimeline({ org, run, openStep }: { org: string; run: RunDeta
       {run.steps.map((step) => {
         const expanded = open === step.name;
         return (
-          <li key={step.name} className={`tl-step tone-${step.status.toLowerCase()}`} data-step={step.name} data-step-status={step.status}>
+          <li key={step.name} className={`tl-step st-${step.status.toLowerCase()}`} data-step={step.name} data-step-status={step.status}>
             <button className="tl-head" onClick={() => setOpen(expanded ? null : step.name)} aria-expanded={expanded}>
               <StepDot status={step.status} />
               <span className="tl-name">{step.name}</span>

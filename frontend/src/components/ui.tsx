@@ -44,6 +44,7 @@ export function useNow(every: number, enabled = true): number {
   const [now, setNow] = useState(Date.now);
   useEffect(() => {
     if (!enabled) return;
+    setNow(Date.now()); // not a stale "now" from before it was enabled
     const timer = window.setInterval(() => setNow(Date.now()), every);
     return () => window.clearInterval(timer);
   }, [every, enabled]);

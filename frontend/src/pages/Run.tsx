@@ -295,7 +295,12 @@ function ApprovalPanel({
               ) : null}
               .
               {run.configuration.settings && (
-                <span className="muted small"> Required by {originLabelShort(run.configuration.settings.requireApproval.origin)}.</span>
+                <span className="muted small">
+                  {" "}
+                  {run.configuration.settings.requireApproval.origin === "default"
+                    ? "Approval is required by default."
+                    : `Required by ${originLabelShort(run.configuration.settings.requireApproval.origin)}.`}
+                </span>
               )}
             </p>
           </div>

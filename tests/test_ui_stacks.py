@@ -1,0 +1,179 @@
+"""Browser: the folder tree and its stacks, a stack's runs, and settings and variables at the
+organization, a folder and a stack, with inheritance shown where it comes from.
+
+Pinned to SQLite: the browser tests exercise the UI, and the API beneath them already runs on
+both databases in the rest of the suite; one dialect keeps these slower tests fast."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from conftest import LiveServer, Tenant
+from support.browser import assert_no_page_errors, browser, live, open_page, rest, screenshot, sign_in  # noqa: F401
+from support.e2e import Api, make_stack_repo
+from support.terraform import requires_terraform
+
+pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+
+MAIN = """
+resource "terraform_data" "a" { input = "a" }
+resource "terraform_data" "b" { input = "b" }
+"""
+
+
+def setting(page: Page, name: str):
+    return page.locator(f'[data-setting="{name}"]')
+
+
+def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
+    browser: Browser, live: LiveServer, tenant: Tenant, tmp_path: Path
+) -> None:
+    repo = make_stack_repo(tmp_path, MAIN)
+    context, page = open_page(browser, live)
+    sign_in(page, tenant.token)
+    expect(page.get_by_text("No stacks yet.")).to_be_visible()
+
+    page.get_by_role("button", name="New folder").click()
+    page.get_by_label("Path").fill("prod/eu")
+    page.get_by_role("button", name="Create folder").click()
+    expect(page.locator('[data-folder="prod"]')).to_be_visible()
+    expect(page.locator('[data-folder="prod/eu"]')).to_be_visible()
+
+    page.get_by_role("button", name="New stack").click()
+    page.get_by_label("Slug").fill("network")
+    page.get_by_label("Repository").fill(repo.url)
+    page.get_by_label("Path (optional)").fill(repo.subdir)
+    page.get_by_label("Folder (optional)").fill("prod/eu")
+    page.get_by_role("button", name="Create stack").click()
+    expect(page).to_have_url(f"{live.url}/orgs/{tenant.org}/stacks/network")
+    expect(page.get_by_text("No runs yet.")).to_be_visible()
+
+    # A second stack with the same slug is refused in words.
+    page.goto(f"/orgs/{tenant.org}/stacks")
+    page.get_by_role("button", name="New stack").click()
+    page.get_by_label("Slug").fill("network")
+    page.get_by_label("Repository").fill(repo.url)
+    page.get_by_role("button", name="Create stack").click()
+    expect(page.get_by_role("alert")).to_contain_text("network")
+    page.get_by_role("button", name="Cancel").click()
+
+    page.locator('[data-stack="network"]').get_by_role("link").click()
+    page.get_by_role("button", name="Plan", exact=True).click()
+    expect(page.get_by_test_id("run-status")).to_have_text("planned")
+    expect(page.get_by_test_id("summary")).to_have_text("2 create")
+    expect(page.get_by_test_id("commit")).to_contain_text("Initial stack")
+    expect(page.get_by_test_id("commit")).to_contain_text("Ada Lovelace <ada@example.com>")
+
+    page.get_by_role("link", name="network").click()
+    row = page.locator("tr[data-run-id]").first
+    expect(row).to_contain_text("#1")
+    expect(row).to_contain_text("planned")
+    expect(row).to_contain_text("plan")
+    expect(row).to_contain_text("Initial stack")
+    expect(row).to_contain_text(tenant.email)
+    expect(row).to_contain_text("2 create")
+    screenshot(page, "stack")
+
+    page.get_by_role("link", name="Stacks").first.click()
+    last = page.locator('[data-stack="network"]').get_by_test_id("last-run")
+    expect(last).to_contain_text("planned")
+    expect(last).to_contain_text("#1")
+    screenshot(page, "stacks")
+    assert_no_page_errors(page)
+    context.close()
+
+
+def test_a_stack_lists_runs_newest_first_with_queue_positions_and_cancels_only_queued_runs(
+    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+) -> None:
+    rest.create_stack("web", make_stack_repo(tmp_path, MAIN))
+    holder = rest.start("web", "apply")
+    rest.wait(holder, "awaiting_approval")
+    queued = [rest.start("web", "plan"), rest.start("web", "drift")]
+
+    context, page = open_page(browser, live)
+    sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web")
+    rows = page.locator("tr[data-run-id]")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0)).to_contain_text("#3")
+    expect(rows.nth(0)).to_contain_text("position 2")
+    expect(rows.nth(1)).to_contain_text("position 1")
+    expect(rows.nth(2)).to_contain_text("awaiting approval")
+    expect(rows.nth(2)).to_have_class(re.compile("attention"))
+
+    # Canceling the first in line moves the other up, live.
+    page.locator(f'tr[data-run-id="{queued[0]}"]').get_by_role("link").click()
+    page.get_by_role("button", name="Cancel run").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("canceled")
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+    page.go_back()
+    expect(page.locator(f'tr[data-run-id="{queued[1]}"]')).to_contain_text("position 1")
+    expect(page.locator(f'tr[data-run-id="{queued[0]}"]')).to_contain_text("canceled")
+
+    # A run that is awaiting approval cannot be canceled: no button.
+    page.locator(f'tr[data-run-id="{holder}"]').get_by_role("link").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("awaiting approval")
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+    assert_no_page_errors(page)
+    context.close()
+
+
+def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cleared(
+    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+) -> None:
+    rest.create_stack("db", make_stack_repo(tmp_path, MAIN), folder="prod/eu")
+    context, page = open_page(browser, live)
+    sign_in(page, tenant.token, f"/orgs/{tenant.org}/settings")
+
+    confirm = setting(page, "confirm_destructive")
+    expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off inherited from default")
+    confirm.get_by_role("radio", name="On").click()
+    expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on set on the organization")
+
+    page.goto(f"/orgs/{tenant.org}/folders/prod/eu")
+    approval = setting(page, "require_approval")
+    confirm = setting(page, "confirm_destructive")
+    expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on inherited from organization")
+    approval.get_by_role("radio", name="Off").click()
+    expect(approval.get_by_test_id("effective")).to_have_text("Effective here: off set on this folder")
+
+    page.goto(f"/orgs/{tenant.org}/stacks/db/settings")
+    approval = setting(page, "require_approval")
+    confirm = setting(page, "confirm_destructive")
+    expect(approval.get_by_test_id("effective")).to_have_text("Effective here: off inherited from folder prod/eu")
+    expect(approval.get_by_role("radio", name="Inherit")).to_have_attribute("aria-checked", "true")
+    confirm.get_by_role("radio", name="Off").click()
+    expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off set on this stack")
+    confirm.get_by_role("radio", name="Inherit").click()
+    expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on inherited from organization")
+
+    # Variables: a sensitive value is write-only; the inherited ones show where they come from.
+    rest.put_variable("/folders/prod", "region", {"value": "eu-west-1"})
+    page.reload()
+    variables = page.get_by_test_id("variables")
+    expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
+    page.get_by_label("Variable name").fill("db_password")
+    page.get_by_label("sensitive").check()
+    page.get_by_label("Variable value").fill("pa55-never-shown")
+    page.get_by_role("button", name="Set variable").click()
+    expect(variables.locator('[data-variable="db_password"]')).to_contain_text("hidden (write-only)")
+    page.get_by_label("Variable name").fill("region")
+    page.get_by_label("sensitive").uncheck()
+    page.get_by_label("Variable value").fill("eu-central-1")
+    page.get_by_role("button", name="Set variable").click()
+    expect(variables.locator('[data-variable="region"]')).to_have_count(1)
+    expect(variables.locator('[data-variable="region"]')).to_contain_text("eu-central-1")
+    expect(variables.locator('[data-variable="region"]')).to_contain_text("here")
+    screenshot(page, "stack-settings")
+    page.reload()
+    expect(variables.locator('[data-variable="db_password"]')).to_be_visible()
+    assert "pa55-never-shown" not in page.content()
+
+    variables.get_by_role("button", name="Delete region").click()
+    expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
+    assert_no_page_errors(page)
+    context.close()
