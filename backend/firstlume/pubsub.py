@@ -61,6 +61,7 @@ class PubSub:
     def __init__(self, url: str) -> None:
         self.url = url
         self._broadcast = _broadcast_for(url)
+        self._subscribing = asyncio.Lock()
         self._connected = False
 
     async def connect(self) -> None:
@@ -79,8 +80,22 @@ class PubSub:
 
     @asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[Subscription]:
-        async with self._broadcast.subscribe(channel=channel) as subscriber:
+        # broadcaster's subscribe/unsubscribe bookkeeping awaits the backend (LISTEN, UNLISTEN)
+        # in the middle: two first subscribers to one channel racing there lose one of their
+        # queues, and a subscribe racing the last unsubscribe can end up not listening. So
+        # entering and leaving take turns.
+        context = self._broadcast.subscribe(channel=channel)
+        async with self._subscribing:
+            subscriber = await context.__aenter__()
+        try:
             yield Subscription(subscriber)
+        finally:
+            async with self._subscribing:
+                await context.__aexit__(None, None, None)
+
+
+# What Subscription.next and .pending give once the channel has closed (at shutdown).
+CLOSED: dict[str, Any] = {"type": "closed"}
 
 
 class Subscription:
@@ -89,21 +104,42 @@ class Subscription:
 
     def __init__(self, subscriber: Any) -> None:
         self._subscriber = subscriber
+        self.closed = False
+
+    def _decode(self, event: Any) -> dict[str, Any]:
+        if event is None:
+            self.closed = True
+            return CLOSED
+        return json.loads(event.message)  # type: ignore[no-any-return]
 
     async def next(self, seconds: float) -> dict[str, Any] | None:
-        """The next event, or None when `seconds` pass without one or the channel closed."""
+        """The next event; None when `seconds` pass without one; CLOSED once the channel closed."""
+        if self.closed:
+            return CLOSED
         try:
-            event = await asyncio.wait_for(self._subscriber.get(), seconds)
-        except (TimeoutError, Unsubscribed):
+            return self._decode(await asyncio.wait_for(self._subscriber.get(), seconds))
+        except TimeoutError:
             return None
-        return json.loads(event.message)  # type: ignore[no-any-return]
+        except Unsubscribed:
+            return self._decode(None)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The events already waiting, without waiting: one read after them answers them all."""
+        queue = self._subscriber._queue
+        events = []
+        while not queue.empty():
+            events.append(self._decode(queue.get_nowait()))
+        return events
 
     def __aiter__(self) -> Subscription:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
-        try:
-            event = await self._subscriber.get()
-        except Unsubscribed:
-            raise StopAsyncIteration from None
-        return json.loads(event.message)  # type: ignore[no-any-return]
+        if not self.closed:
+            try:
+                event = self._decode(await self._subscriber.get())
+            except Unsubscribed:
+                event = self._decode(None)
+            if event is not CLOSED:
+                return event
+        raise StopAsyncIteration

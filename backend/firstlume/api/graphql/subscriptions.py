@@ -11,10 +11,7 @@ arrive through the broadcaster (PostgreSQL LISTEN/NOTIFY in production).
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import strawberry
@@ -27,7 +24,7 @@ from firstlume.api.graphql.types import LogChunk, ResourceChange, Run, runs_with
 from firstlume.db import models
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import FINISHED
-from firstlume.pubsub import PubSub, org_runs_channel, run_channel
+from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts, runs
 from firstlume.services.context import Context
 from firstlume.services.logs import read_log
@@ -37,68 +34,6 @@ Ctx = Info[GraphQLContext, None]
 # Events are the signal; this re-check only bounds how long a lost one could stall a view.
 SAFETY_POLL_SECONDS = 15.0
 FINAL_STEP_STATUSES = ("done", "failed", "skipped")
-CLOSED = {"type": "closed"}
-
-_turns: weakref.WeakKeyDictionary[PubSub, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
-def _turn(pubsub: PubSub) -> asyncio.Lock:
-    # broadcaster's subscribe/unsubscribe bookkeeping awaits the backend (LISTEN, UNLISTEN) in
-    # the middle: two first subscribers to one channel racing there lose one of their queues,
-    # and a subscribe racing the last unsubscribe can end up not listening. Take turns.
-    lock = _turns.get(pubsub)
-    if lock is None:
-        lock = _turns[pubsub] = asyncio.Lock()
-    return lock
-
-
-class EventStream:
-    """A channel's events, pumped into a queue, so a wait can time out without ending the
-    subscription (cancelling a pending `anext` on an async generator closes the generator)."""
-
-    def __init__(self, events: AsyncIterator[dict[str, Any]]) -> None:
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._pump = asyncio.create_task(self._run(events))
-
-    async def _run(self, events: AsyncIterator[dict[str, Any]]) -> None:
-        try:
-            async for event in events:
-                self._queue.put_nowait(event)
-        finally:
-            self._queue.put_nowait(CLOSED)
-
-    async def next(self, seconds: float) -> dict[str, Any] | None:
-        """The next event, or None after `seconds` without one."""
-        try:
-            return await asyncio.wait_for(self._queue.get(), seconds)
-        except TimeoutError:
-            return None
-
-    def pending(self) -> list[dict[str, Any]]:
-        """The events already waiting: one read after them answers them all."""
-        events = []
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        return events
-
-    async def close(self) -> None:
-        self._pump.cancel()
-        with suppress(asyncio.CancelledError):
-            await self._pump
-
-
-@asynccontextmanager
-async def listening(ctx: Context, channel: str) -> AsyncIterator[EventStream]:
-    subscription = ctx.pubsub.subscribe(channel)
-    async with _turn(ctx.pubsub):
-        events = await subscription.__aenter__()
-    stream = EventStream(events)
-    try:
-        yield stream
-    finally:
-        await stream.close()
-        async with _turn(ctx.pubsub):
-            await subscription.__aexit__(None, None, None)
 
 
 async def run_of_org(info: Ctx, org: str, run_id: str) -> models.Run:
@@ -168,7 +103,7 @@ class LogTail:
 
 
 async def follow_log(ctx: Context, tail: LogTail) -> AsyncIterator[LogChunk]:
-    async with listening(ctx, run_channel(tail.run_id)) as events:
+    async with ctx.pubsub.subscribe(run_channel(tail.run_id)) as events:
         ended, length = await tail.state()
         async for chunk in tail.read(length):
             yield chunk
@@ -225,7 +160,7 @@ def _hashable(value: Any) -> Any:
 
 
 async def follow_run(ctx: Context, run_id: str) -> AsyncIterator[Run]:
-    async with listening(ctx, run_channel(run_id)) as events:
+    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
         last = None
         while True:
             loaders = Loaders(ctx)
@@ -265,7 +200,7 @@ async def _changes(
 
 
 async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[ResourceChange]]:
-    async with listening(ctx, run_channel(run_id)) as events:
+    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
         sent: dict[str, Any] = {}
 
         def news(rows: list[models.ResourceChange]) -> list[ResourceChange]:
@@ -298,6 +233,10 @@ async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[Reso
             if addresses is not None and not addresses:
                 continue
             rows, status = await _changes(ctx, run_id, addresses)
+            if _finished(status) and addresses is not None:
+                # The run ended while these events were read: other resources' last states may
+                # be in events not read yet, and the loop ends here, so read them all once more.
+                rows, status = await _changes(ctx, run_id, None)
             if changed := news(rows):
                 yield changed
 
@@ -314,7 +253,7 @@ def _fingerprint_list(rows: dict[str, models.Run]) -> Any:
 
 
 async def follow_active_runs(ctx: Context, org: models.Organization) -> AsyncIterator[list[Run]]:
-    async with listening(ctx, org_runs_channel(org.id)) as events:
+    async with ctx.pubsub.subscribe(org_runs_channel(org.id)) as events:
         loaders = Loaders(ctx)
         async with ctx.db.transaction() as session:
             active = {r.id: r for r in await runs.list_active_runs(session, org)}

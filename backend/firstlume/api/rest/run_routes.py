@@ -15,7 +15,7 @@ from firstlume.api.rest.serializers import changes_json, runs_json
 from firstlume.db.models import ResourceChange, Run, RunStep
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import FINISHED, RunStatus
-from firstlume.pubsub import SCHEDULER_CHANNEL, run_channel
+from firstlume.pubsub import CLOSED, SCHEDULER_CHANNEL, run_channel
 from firstlume.services import catalog, runs
 from firstlume.services.context import Context
 from firstlume.services.logs import read_log
@@ -175,7 +175,8 @@ async def follow_log(ctx: Context, run_id: str, step: str | None) -> AsyncIterat
             if ended:
                 return
             # Wake on the next event, or re-check at least every second in case one was lost.
-            await events.next(seconds=1.0)
+            if await events.next(seconds=1.0) is CLOSED:
+                return
 
 
 R = "/api/v1/orgs/{org}/runs/{run}"
