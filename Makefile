@@ -45,6 +45,9 @@ typecheck: install
 
 check: lint typecheck
 
+schema: install
+	$(BIN)/firstlume export-schema schema.graphql
+
 bench: install
 	$(BIN)/python bench/bench_changes.py
 	$(BIN)/python bench/bench_scheduler.py sqlite

@@ -222,6 +222,16 @@ BAD_REQUESTS = [
     ("POST", "/runs/unknown-run/cancel", "", None, 404, "not_found"),
     ("GET", "/runs?active=false", "", None, 422, "invalid_request"),
     ("GET", "/stacks/net/runs?limit=lots", "", None, 422, "invalid_request"),
+    (
+        "POST",
+        "/stacks",
+        '{"slug": "ok", "name": "a\\u0000b", "repository": "file:///r"}',
+        None,
+        422,
+        "invalid_request",
+    ),
+    ("GET", "/runs/%00", "", None, 404, "not_found"),
+    ("GET", "/stacks/net/runs?limit=%00", "", None, 422, "invalid_request"),
     ("POST", "/stacks/net/runs", '{"type": "plan"}', {}, 401, "unauthenticated"),
     (
         "POST",

@@ -12,8 +12,10 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
+from firstlume.api.graphql.app import graphql_routes
 from firstlume.api.rest import executor_routes, org_routes, run_routes
 from firstlume.api.rest.http import not_found_route
+from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
 from firstlume.launchers.base import Launcher
@@ -75,14 +77,4 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
 
 def _graphql_and_spa_routes() -> list[BaseRoute]:
-    routes: list[BaseRoute] = []
-    try:
-        from firstlume.api.graphql.app import graphql_routes
-    except ImportError:
-        pass
-    else:
-        routes += graphql_routes()
-    from firstlume.api.spa import spa_routes
-
-    routes += spa_routes(STATIC_DIR)
-    return routes
+    return [*graphql_routes(), *spa_routes(STATIC_DIR)]

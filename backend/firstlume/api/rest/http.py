@@ -54,7 +54,20 @@ async def json_body(request: Request) -> dict[str, Any]:
         raise InvalidJson(f"The request body is not valid JSON: {error}.") from None
     if not isinstance(body, dict):
         raise InvalidJson('The request body must be a JSON object, such as {"type": "plan"}.')
+    if _has_nul(body):
+        raise InvalidRequest("Text in the request must not contain NUL characters (\\u0000).")
     return body
+
+
+def _has_nul(value: Any) -> bool:
+    # PostgreSQL cannot store NUL in text: refuse it up front, the same on every database.
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -67,6 +80,10 @@ def endpoint(handler: Handler) -> Handler:
     @wraps(handler)
     async def wrapped(request: Request) -> Response:
         try:
+            if _has_nul(list(request.path_params.values())):
+                raise NotFound("Nothing here: the path contains a NUL character.")
+            if _has_nul(list(request.query_params.values())):
+                raise InvalidRequest("Query parameters must not contain NUL characters.")
             return await handler(request)
         except FirstlumeError as error:
             return error_response(error.http_status, error.code, error.message, **error.details)
