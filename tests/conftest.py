@@ -226,3 +226,22 @@ def terraform_binary() -> str:
     if path is None:
         pytest.fail("The real `terraform` binary must be on PATH for this test (see README: Testing).")
     return path
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
+    """The control plane served by uvicorn with its scheduler and local executors, on the test's
+    database. A test module may override it to change settings."""
+    served = start_live_server(settings_env(database_url, tmp_path / "data"), tmp_path / "server.log")
+    yield served
+    stop_live_server(served)
+
+
+@pytest.fixture
+def api(server: LiveServer, tenant: Tenant) -> Iterator[Any]:
+    """The REST routes of `server`, as the tenant."""
+    from support.e2e import Api
+
+    client = Api(server.url, tenant.org, tenant.token)
+    yield client
+    client.close()

@@ -6,12 +6,10 @@ PostgreSQL, and drives it only through the documented REST routes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.services.context import Context
 from support.e2e import Api, StackRepo, make_stack_repo
 from support.terraform import requires_terraform
@@ -26,21 +24,6 @@ variable "greeting" {
 resource "terraform_data" "first" { input = var.greeting }
 resource "terraform_data" "second" { input = "two" }
 """
-
-
-@pytest.fixture
-def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    env = settings_env(database_url, tmp_path / "data")
-    server = start_live_server(env, tmp_path / "server.log")
-    yield server
-    stop_live_server(server)
-
-
-@pytest.fixture
-def api(server: LiveServer, tenant: Tenant) -> Iterator[Api]:
-    client = Api(server.url, tenant.org, tenant.token)
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.db.engine import Database
 from firstlume.db.models import PlanArtifact
 from firstlume.services.context import Context
@@ -34,20 +31,6 @@ variable "password" {
 resource "terraform_data" "db" { input = { user = "app", password = var.password } }
 """
 )
-
-
-@pytest.fixture
-def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    server = start_live_server(settings_env(database_url, tmp_path / "data"), tmp_path / "server.log")
-    yield server
-    stop_live_server(server)
-
-
-@pytest.fixture
-def api(server: LiveServer, tenant: Tenant) -> Iterator[Api]:
-    client = Api(server.url, tenant.org, tenant.token)
-    yield client
-    client.close()
 
 
 def database_bytes(database_url: str) -> bytes:

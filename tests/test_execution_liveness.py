@@ -28,18 +28,17 @@ resource "terraform_data" "slow" {
 
 @pytest.fixture
 def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_HEARTBEAT_TIMEOUT="3")
-    server = start_live_server(env, tmp_path / "server.log")
-    yield server
-    stop_live_server(server)
+    served = start_live_server(
+        settings_env(database_url, tmp_path / "data", FIRSTLUME_HEARTBEAT_TIMEOUT="3"),
+        tmp_path / "server.log",
+    )
+    yield served
+    stop_live_server(served)
 
 
-@pytest.fixture
-def api(server: LiveServer, tenant: Tenant) -> Iterator[Api]:
-    client = Api(server.url, tenant.org, tenant.token)
-    client.settings("", {"require_approval": False})
-    yield client
-    client.close()
+@pytest.fixture(autouse=True)
+def no_approval(api: Api) -> None:
+    api.settings("", {"require_approval": False})
 
 
 def _applying(api: Api, run_id: str) -> None:

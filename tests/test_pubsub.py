@@ -7,9 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from firstlume.pubsub import CLOSED, PubSub
-
 from conftest import PG_SERVER
+from firstlume.pubsub import CLOSED, PubSub
 
 
 @pytest.fixture(params=["memory", "postgres"])
