@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from conftest import LiveServer, Tenant
-from support.browser import assert_no_page_errors, browser, live, open_page, rest, screenshot, sign_in  # noqa: F401
 from support.e2e import Api, StackRepo, make_stack_repo
 from support.terraform import requires_terraform
 
+if TYPE_CHECKING:
+    from support.browser import UI
+
+# The fixtures `ui`, `live` and `rest`.
+pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BEFORE = """
@@ -64,7 +69,7 @@ def active_entry(page: Page, run_id: str):
 
 
 def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destructive_changes_confirmed(
-    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
 ) -> None:
     applied_stack(rest, tmp_path)
     rest.settings("/folders/prod", {"confirm_destructive": True})
@@ -73,13 +78,13 @@ def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destruc
     rest.wait(blocker, "awaiting_approval")
 
     # A second person watches the stacks screen in their own browser.
-    other_context, other = open_page(browser, live)
-    sign_in(other, tenant.token)
+    other = ui.open()
+    ui.sign_in(other, tenant.token)
     expect(active_entry(other, blocker)).to_have_class(re.compile("attention"))
     expect(other.get_by_test_id("approval-shortcut")).to_have_text("1 awaiting approval")
 
-    context, page = open_page(browser, live)
-    sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/app")
+    page = ui.open()
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/app")
     page.get_by_role("button", name="Apply", exact=True).click()
     expect(page).to_have_url(re.compile(r"/runs/[^/]+$"))
     run_id = page.url.rsplit("/", 1)[1]
@@ -106,13 +111,15 @@ def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destruc
     expect(log).to_contain_text("Plan: 2 to add, 1 to change, 2 to destroy.")
     expect(page.get_by_test_id("run-status")).to_have_text("awaiting approval")
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
-    screenshot(page, "run-logs")
+    ui.screenshot(page, "run-logs")
 
     # Grouped changes with counts and the summary line.
     page.get_by_role("link", name=re.compile("^Changes")).click()
     expect(page.get_by_test_id("summary")).to_have_text("1 delete · 1 replace · 1 update · 1 create")
     groups = page.locator("section[data-group]")
-    expect(groups.locator("h3")).to_have_text(["Will be deleted", "Will be replaced", "Will be updated", "Will be created"])
+    expect(groups.locator("h3")).to_have_text(
+        ["Will be deleted", "Will be replaced", "Will be updated", "Will be created"]
+    )
     expect(groups.get_by_test_id("group-count")).to_have_text(["1", "1", "1", "1"])
     upd = page.locator('[data-address="terraform_data.upd"]')
     expect(upd).to_contain_text("terraform_data")
@@ -136,24 +143,22 @@ def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destruc
     expect(approve).to_be_enabled()
     # The other browser's bar highlights our run, which now awaits approval.
     expect(active_entry(other, run_id)).to_have_class(re.compile("attention"))
-    screenshot(page, "run-approval")
+    ui.screenshot(page, "run-approval")
     approve.click()
 
     # Resource states change live: the slow create is seen applying, then everything is done.
     expect(new.get_by_text("applying")).to_be_visible()
     for address in ("gone", "repl", "upd", "new"):
-        expect(page.locator(f'[data-address="terraform_data.{address}"]')).to_have_attribute("data-state", "DONE")
+        expect(page.locator(f'[data-address="terraform_data.{address}"]')).to_have_attribute(
+            "data-state", "DONE"
+        )
     expect(repl.get_by_test_id("stages")).to_have_text(re.compile(r"delete\s*done\s*→\s*create\s*done"))
     expect(page.get_by_test_id("run-status")).to_have_text("applied")
     expect(page.get_by_test_id("approved-by")).to_have_text(tenant.email)
     expect(page.get_by_test_id("acknowledged")).to_have_text("terraform_data.gone, terraform_data.repl")
     expect(page.locator('[data-step="apply"]').first).to_have_attribute("data-step-status", "DONE")
-    screenshot(page, "run-applied")
+    ui.screenshot(page, "run-applied")
 
     # The other browser's bar empties as the run ends, still without reloading.
     expect(other.get_by_test_id("active-count")).to_have_text("0")
     expect(other.get_by_test_id("approval-shortcut")).to_have_count(0)
-    assert_no_page_errors(page)
-    assert_no_page_errors(other)
-    context.close()
-    other_context.close()

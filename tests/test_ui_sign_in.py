@@ -5,22 +5,28 @@ both databases in the rest of the suite; one dialect keeps these slower tests fa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import expect
 
 from conftest import LiveServer, Tenant
-from support.browser import assert_no_page_errors, browser, live, open_page, rest, screenshot, sign_in  # noqa: F401
 from support.e2e import Api, make_stack_repo
 
+if TYPE_CHECKING:
+    from support.browser import UI
+
+# The fixtures `ui`, `live` and `rest`.
+pytest_plugins = ["support.browser"]
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def test_sign_in_refuses_a_wrong_token_in_words_then_keeps_the_right_one_until_sign_out(
-    browser: Browser, live: LiveServer, tenant: Tenant
+    ui: UI, live: LiveServer, tenant: Tenant
 ) -> None:
-    context, page = open_page(browser, live)
+    page = ui.open()
     page.goto("/")
-    screenshot(page, "sign-in")
+    ui.screenshot(page, "sign-in")
     page.get_by_label("API token").fill("fl_not-a-real-token")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text("Your API token was not accepted")
@@ -38,16 +44,14 @@ def test_sign_in_refuses_a_wrong_token_in_words_then_keeps_the_right_one_until_s
     expect(page.get_by_label("API token")).to_be_visible()
     page.reload()
     expect(page.get_by_label("API token")).to_be_visible()
-    assert_no_page_errors(page)
-    context.close()
 
 
 def test_a_deep_link_opens_its_screen_after_sign_in_and_on_reload(
-    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path
+    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path
 ) -> None:
     rest.create_stack("web", make_stack_repo(tmp_path, 'resource "terraform_data" "a" { input = "a" }\n'))
-    context, page = open_page(browser, live)
-    sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web/settings")
+    page = ui.open()
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web/settings")
     expect(page).to_have_url(f"{live.url}/orgs/{tenant.org}/stacks/web/settings")
     expect(page.get_by_role("heading", name="Approval rules")).to_be_visible()
     page.reload()
@@ -55,5 +59,3 @@ def test_a_deep_link_opens_its_screen_after_sign_in_and_on_reload(
 
     page.goto(f"/orgs/{tenant.org}/runs/does-not-exist")
     expect(page.get_by_text("There is no such run in this organization.")).to_be_visible()
-    assert_no_page_errors(page)
-    context.close()

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from conftest import LiveServer, Tenant
-from support.browser import assert_no_page_errors, browser, live, open_page, rest, screenshot, sign_in  # noqa: F401
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
 
+if TYPE_CHECKING:
+    from support.browser import UI
+
+# The fixtures `ui`, `live` and `rest`.
+pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 MAIN = """
@@ -30,11 +35,11 @@ def setting(page: Page, name: str):
 
 
 def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
-    browser: Browser, live: LiveServer, tenant: Tenant, tmp_path: Path
+    ui: UI, live: LiveServer, tenant: Tenant, tmp_path: Path
 ) -> None:
     repo = make_stack_repo(tmp_path, MAIN)
-    context, page = open_page(browser, live)
-    sign_in(page, tenant.token)
+    page = ui.open()
+    ui.sign_in(page, tenant.token)
     expect(page.get_by_text("No stacks yet.")).to_be_visible()
 
     page.get_by_role("button", name="New folder").click()
@@ -76,27 +81,25 @@ def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
     expect(row).to_contain_text("Initial stack")
     expect(row).to_contain_text(tenant.email)
     expect(row).to_contain_text("2 create")
-    screenshot(page, "stack")
+    ui.screenshot(page, "stack")
 
     page.get_by_role("link", name="Stacks").first.click()
     last = page.locator('[data-stack="network"]').get_by_test_id("last-run")
     expect(last).to_contain_text("planned")
     expect(last).to_contain_text("#1")
-    screenshot(page, "stacks")
-    assert_no_page_errors(page)
-    context.close()
+    ui.screenshot(page, "stacks")
 
 
 def test_a_stack_lists_runs_newest_first_with_queue_positions_and_cancels_only_queued_runs(
-    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
 ) -> None:
     rest.create_stack("web", make_stack_repo(tmp_path, MAIN))
     holder = rest.start("web", "apply")
     rest.wait(holder, "awaiting_approval")
     queued = [rest.start("web", "plan"), rest.start("web", "drift")]
 
-    context, page = open_page(browser, live)
-    sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web")
+    page = ui.open()
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web")
     rows = page.locator("tr[data-run-id]")
     expect(rows).to_have_count(3)
     expect(rows.nth(0)).to_contain_text("#3")
@@ -118,16 +121,14 @@ def test_a_stack_lists_runs_newest_first_with_queue_positions_and_cancels_only_q
     page.locator(f'tr[data-run-id="{holder}"]').get_by_role("link").click()
     expect(page.get_by_test_id("run-status")).to_have_text("awaiting approval")
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
-    assert_no_page_errors(page)
-    context.close()
 
 
 def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cleared(
-    browser: Browser, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
 ) -> None:
     rest.create_stack("db", make_stack_repo(tmp_path, MAIN), folder="prod/eu")
-    context, page = open_page(browser, live)
-    sign_in(page, tenant.token, f"/orgs/{tenant.org}/settings")
+    page = ui.open()
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/settings")
 
     confirm = setting(page, "confirm_destructive")
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off inherited from default")
@@ -144,7 +145,9 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     page.goto(f"/orgs/{tenant.org}/stacks/db/settings")
     approval = setting(page, "require_approval")
     confirm = setting(page, "confirm_destructive")
-    expect(approval.get_by_test_id("effective")).to_have_text("Effective here: off inherited from folder prod/eu")
+    expect(approval.get_by_test_id("effective")).to_have_text(
+        "Effective here: off inherited from folder prod/eu"
+    )
     expect(approval.get_by_role("radio", name="Inherit")).to_have_attribute("aria-checked", "true")
     confirm.get_by_role("radio", name="Off").click()
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off set on this stack")
@@ -168,12 +171,10 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     expect(variables.locator('[data-variable="region"]')).to_have_count(1)
     expect(variables.locator('[data-variable="region"]')).to_contain_text("eu-central-1")
     expect(variables.locator('[data-variable="region"]')).to_contain_text("here")
-    screenshot(page, "stack-settings")
+    ui.screenshot(page, "stack-settings")
     page.reload()
     expect(variables.locator('[data-variable="db_password"]')).to_be_visible()
     assert "pa55-never-shown" not in page.content()
 
     variables.get_by_role("button", name="Delete region").click()
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
-    assert_no_page_errors(page)
-    context.close()

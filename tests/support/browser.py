@@ -1,6 +1,7 @@
 """Browser tests: Debian's Chromium driven by Playwright against the served control plane.
 
-Test modules import the fixtures they use from here (`browser`, `live`, `rest`). The UI must be
+Test modules load this as a plugin (`pytest_plugins = ["support.browser"]`) for the fixtures
+`ui` (Chromium on the served UI), `live` (the served control plane) and `rest`. The UI must be
 built into backend/firstlume/static/ first (`make frontend`; `make test` does it), and Chromium
 must be at /usr/bin/chromium (scripts/ensure-test-services.sh installs it). Every screenshot
 lands in test-artifacts/screenshots/.
@@ -35,21 +36,6 @@ expect.set_options(timeout=60_000)
 
 
 @pytest.fixture
-def browser(live: LiveServer) -> Iterator[Browser]:
-    # Playwright's sync API marks an event loop as running in this thread while it is started:
-    # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
-    # them (it depends on `live`) and stops before their teardown, once per test.
-    if not BUILT_UI.exists():
-        pytest.fail(f"The web UI is not built ({BUILT_UI} is missing): run `make frontend` (`make test` does).")
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-test-services.sh installs Debian's chromium.")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
 def live(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
     """The control plane with its scheduler and local executors, serving the built UI."""
     server = start_live_server(settings_env(database_url, tmp_path / "data"), tmp_path / "server.log")
@@ -65,31 +51,59 @@ def rest(live: LiveServer, tenant: Tenant) -> Iterator[Api]:
     client.close()
 
 
-def open_page(browser: Browser, live: LiveServer) -> tuple[BrowserContext, Page]:
-    """A fresh browser profile (its own localStorage) on the served UI."""
-    context = browser.new_context(base_url=live.url, viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.page_errors = errors  # type: ignore[attr-defined]
-    return context, page
+class UI:
+    """Chromium on the served UI: each `open()` is a fresh browser profile (its own storage)."""
+
+    def __init__(self, browser: Browser, live: LiveServer) -> None:
+        self.browser = browser
+        self.live = live
+        self.pages: list[tuple[BrowserContext, Page, list[str]]] = []
+
+    def open(self) -> Page:
+        context = self.browser.new_context(base_url=self.live.url, viewport={"width": 1440, "height": 900})
+        context.set_default_timeout(30_000)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        self.pages.append((context, page, errors))
+        return page
+
+    def sign_in(self, page: Page, token: str, path: str = "/") -> None:
+        page.goto(path)
+        page.get_by_label("API token").fill(token)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+    @staticmethod
+    def screenshot(page: Page, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path))
+        return path
+
+    def close(self) -> list[str]:
+        """Closes every page; returns the uncaught errors they had."""
+        errors = [error for _, _, page_errors in self.pages for error in page_errors]
+        for context, _, _ in self.pages:
+            context.close()
+        return errors
 
 
-def sign_in(page: Page, token: str, path: str = "/") -> None:
-    page.goto(path)
-    page.get_by_label("API token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
-
-
-def screenshot(page: Page, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path))
-    return path
-
-
-def assert_no_page_errors(page: Page) -> None:
-    errors = page.page_errors  # type: ignore[attr-defined]
+@pytest.fixture
+def ui(live: LiveServer) -> Iterator[UI]:
+    # Playwright's sync API marks an event loop as running in this thread while it is started:
+    # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
+    # them (it depends on `live`) and stops before their teardown, once per test.
+    if not BUILT_UI.exists():
+        pytest.fail(
+            f"The web UI is not built ({BUILT_UI} is missing): run `make frontend` (`make test` does)."
+        )
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-test-services.sh installs Debian's chromium.")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        session = UI(browser, live)
+        yield session
+        errors = session.close()
+        browser.close()
     assert errors == [], f"uncaught errors in the page: {errors}"
