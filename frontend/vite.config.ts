@@ -7,6 +7,13 @@ export default defineConfig({
     outDir: "../backend/firstlume/static", // relative to this directory
     emptyOutDir: true,
     sourcemap: true,
+    rollupOptions: {
+      onwarn(warning, warn) {
+        // react-router marks its modules "use client" for server components; meaningless here.
+        if (warning.code === "MODULE_LEVEL_DIRECTIVE") return;
+        warn(warning);
+      },
+    },
   },
   server: {
     proxy: {
