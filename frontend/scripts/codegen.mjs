@@ -4,6 +4,8 @@
 //
 //   node scripts/codegen.mjs            reads ../schema.graphql and src/graphql/*.graphql,
 //                                       writes src/graphql/generated.ts
+//   --schema <file> --out <file>        another schema or output (the tests check that a
+//                                       schema change breaking the UI fails here)
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,9 +26,13 @@ import {
 } from "graphql";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
-const schemaPath = join(root, "..", "schema.graphql");
+const option = (name, fallback) => {
+  const at = process.argv.indexOf(name);
+  return at > 0 && process.argv[at + 1] ? process.argv[at + 1] : fallback;
+};
 const operationsDir = join(root, "src", "graphql");
-const outputPath = join(operationsDir, "generated.ts");
+const schemaPath = option("--schema", join(root, "..", "schema.graphql"));
+const outputPath = option("--out", join(operationsDir, "generated.ts"));
 
 const SCALARS = {
   ID: "string",
