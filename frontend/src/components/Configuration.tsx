@@ -32,33 +32,6 @@ export function ConfigurationView({ run }: { run: RunDetailFragment }) {
         )}
         <p className="muted small pad">Engine: {configuration.engine ?? "—"}</p>
       </Card>
-      <Card title="Variables">
-        {configuration.variables.length === 0 ? (
-          <p className="muted pad">The plan used no variables.</p>
-        ) : (
-          <table className="table compact">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Kind</th>
-                <th>Origin</th>
-                <th>Value</th>
-              </tr>
-            </thead>
-            <tbody>
-              {configuration.variables.map((v) => (
-                <tr key={`${v.kind}:${v.name}`}>
-                  <td className="mono">{v.name}</td>
-                  <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
-                  <td>{originLabel(v.origin)}</td>
-                  <td className="muted">{v.sensitive ? "secret, hidden" : "not shown"}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-        <p className="muted small pad">A run shows variable names and origins, never values.</p>
-      </Card>
       <Card title="State backends">
         {stateBackends.length === 0 ? (
           <p className="muted pad">Known after init.</p>
@@ -80,6 +53,33 @@ export function ConfigurationView({ run }: { run: RunDetailFragment }) {
             </tbody>
           </table>
         )}
+      </Card>
+      <Card title="Variables" className="wide">
+        {configuration.variables.length === 0 ? (
+          <p className="muted pad">The plan used no variables.</p>
+        ) : (
+          <table className="table compact">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Kind</th>
+                <th>Origin</th>
+                <th>Value</th>
+              </tr>
+            </thead>
+            <tbody>
+              {configuration.variables.map((v) => (
+                <tr key={`${v.kind}:${v.name}`}>
+                  <td className="mono">{v.name}</td>
+                  <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                  <td>{originLabel(v.origin)}</td>
+                  <td className="muted">{v.sensitive ? "secret, hidden" : "—"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <p className="muted small pad">A run shows variable names and origins, never values.</p>
       </Card>
       <Card title="config.yaml" className="wide">
         {configuration.configYaml ? (
