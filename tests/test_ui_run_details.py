@@ -21,13 +21,13 @@ from support.terraform import requires_terraform
 if TYPE_CHECKING:
     from support.browser import UI
 
-# The fixtures `ui`, `live` and `rest`.
+# The fixture `ui`.
 pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 def test_a_run_shows_its_steps_with_their_own_logs_and_the_configuration_it_used(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
     main = """
 variable "greeting" { type = string }
@@ -38,10 +38,10 @@ variable "token" {
 resource "terraform_data" "hello" { input = "${var.greeting}-${nonsensitive(length(var.token))}" }
 """
     repo = make_stack_repo(tmp_path, main, config_yaml="variables:\n  greeting: from-config\n")
-    rest.create_stack("app", repo, folder="prod")
-    rest.put_variable("/stacks/app", "token", {"value": "tok-secret-value", "sensitive": True})
-    run_id = rest.start("app", "plan")
-    rest.wait(run_id, "planned")
+    api.create_stack("app", repo, folder="prod")
+    api.put_variable("/stacks/app", "token", {"value": "tok-secret-value", "sensitive": True})
+    run_id = api.start("app", "plan")
+    api.wait(run_id, "planned")
 
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/runs/{run_id}/steps")
@@ -77,7 +77,7 @@ resource "terraform_data" "hello" { input = "${var.greeting}-${nonsensitive(leng
 
 
 def test_a_failed_resource_shows_terraform_error_and_the_rest_not_applied(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
     main = """
 resource "terraform_data" "broken" {
@@ -86,9 +86,9 @@ resource "terraform_data" "broken" {
 }
 resource "terraform_data" "after" { input = terraform_data.broken.output }
 """
-    rest.create_stack("app", make_stack_repo(tmp_path, main))
-    run_id = rest.start("app", "apply")
-    rest.wait(run_id, "awaiting_approval")
+    api.create_stack("app", make_stack_repo(tmp_path, main))
+    run_id = api.start("app", "apply")
+    api.wait(run_id, "awaiting_approval")
 
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/runs/{run_id}")
@@ -105,12 +105,12 @@ resource "terraform_data" "after" { input = terraform_data.broken.output }
 
 
 def test_a_plan_with_over_a_thousand_changes_is_paged_and_filtered_quickly(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
     main = 'resource "terraform_data" "node" {\n  count = 1200\n  input = "n-${count.index}"\n}\n'
-    rest.create_stack("big", make_stack_repo(tmp_path, main))
-    run_id = rest.start("big", "plan")
-    rest.wait(run_id, "planned", timeout=180)
+    api.create_stack("big", make_stack_repo(tmp_path, main))
+    run_id = api.start("big", "plan")
+    api.wait(run_id, "planned", timeout=180)
 
     page = ui.open()
     ui.sign_in(page, tenant.token)

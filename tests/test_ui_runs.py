@@ -20,7 +20,7 @@ from support.terraform import requires_terraform
 if TYPE_CHECKING:
     from support.browser import UI
 
-# The fixtures `ui`, `live` and `rest`.
+# The fixture `ui`.
 pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
@@ -53,13 +53,13 @@ resource "terraform_data" "new" {
 """
 
 
-def applied_stack(rest: Api, tmp_path: Path) -> StackRepo:
+def applied_stack(api: Api, tmp_path: Path) -> StackRepo:
     """A stack whose BEFORE is applied (through the REST API), with AFTER committed next."""
     repo = make_stack_repo(tmp_path, BEFORE)
-    rest.create_stack("app", repo, folder="prod")
-    rest.settings("", {"require_approval": False})
-    rest.wait(rest.start("app", "apply"), "applied")
-    rest.settings("", {"require_approval": None})
+    api.create_stack("app", repo, folder="prod")
+    api.settings("", {"require_approval": False})
+    api.wait(api.start("app", "apply"), "applied")
+    api.settings("", {"require_approval": None})
     repo.commit({"main.tf": AFTER}, "Rotate the replica and retire the old queue\n\nLonger body.")
     return repo
 
@@ -69,13 +69,13 @@ def active_entry(page: Page, run_id: str):
 
 
 def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destructive_changes_confirmed(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
-    applied_stack(rest, tmp_path)
-    rest.settings("/folders/prod", {"confirm_destructive": True})
+    applied_stack(api, tmp_path)
+    api.settings("/folders/prod", {"confirm_destructive": True})
     # Another apply holds the stack's lock (awaiting approval), so ours queues behind it.
-    blocker = rest.start("app", "apply")
-    rest.wait(blocker, "awaiting_approval")
+    blocker = api.start("app", "apply")
+    api.wait(blocker, "awaiting_approval")
 
     # A second person watches the stacks screen in their own browser.
     other = ui.open()

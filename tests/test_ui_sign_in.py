@@ -16,13 +16,13 @@ from support.e2e import Api, make_stack_repo
 if TYPE_CHECKING:
     from support.browser import UI
 
-# The fixtures `ui`, `live` and `rest`.
+# The fixture `ui`.
 pytest_plugins = ["support.browser"]
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def test_sign_in_refuses_a_wrong_token_in_words_then_keeps_the_right_one_until_sign_out(
-    ui: UI, live: LiveServer, tenant: Tenant
+    ui: UI, server: LiveServer, tenant: Tenant
 ) -> None:
     page = ui.open()
     page.goto("/")
@@ -34,7 +34,7 @@ def test_sign_in_refuses_a_wrong_token_in_words_then_keeps_the_right_one_until_s
     page.get_by_label("API token").fill(tenant.token)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Stacks")).to_be_visible()
-    expect(page).to_have_url(f"{live.url}/orgs/{tenant.org}/stacks")
+    expect(page).to_have_url(f"{server.url}/orgs/{tenant.org}/stacks")
     expect(page.get_by_text(tenant.email)).to_be_visible()
 
     page.reload()
@@ -47,12 +47,12 @@ def test_sign_in_refuses_a_wrong_token_in_words_then_keeps_the_right_one_until_s
 
 
 def test_a_deep_link_opens_its_screen_after_sign_in_and_on_reload(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path
 ) -> None:
-    rest.create_stack("web", make_stack_repo(tmp_path, 'resource "terraform_data" "a" { input = "a" }\n'))
+    api.create_stack("web", make_stack_repo(tmp_path, 'resource "terraform_data" "a" { input = "a" }\n'))
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web/settings")
-    expect(page).to_have_url(f"{live.url}/orgs/{tenant.org}/stacks/web/settings")
+    expect(page).to_have_url(f"{server.url}/orgs/{tenant.org}/stacks/web/settings")
     expect(page.get_by_role("heading", name="Approval rules")).to_be_visible()
     page.reload()
     expect(page.get_by_role("heading", name="Approval rules")).to_be_visible()

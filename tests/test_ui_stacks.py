@@ -20,7 +20,7 @@ from support.terraform import requires_terraform
 if TYPE_CHECKING:
     from support.browser import UI
 
-# The fixtures `ui`, `live` and `rest`.
+# The fixture `ui`.
 pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
@@ -35,7 +35,7 @@ def setting(page: Page, name: str):
 
 
 def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
-    ui: UI, live: LiveServer, tenant: Tenant, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, tmp_path: Path
 ) -> None:
     repo = make_stack_repo(tmp_path, MAIN)
     page = ui.open()
@@ -54,7 +54,7 @@ def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
     page.get_by_label("Path (optional)").fill(repo.subdir)
     page.get_by_label("Folder (optional)").fill("prod/eu")
     page.get_by_role("button", name="Create stack").click()
-    expect(page).to_have_url(f"{live.url}/orgs/{tenant.org}/stacks/network")
+    expect(page).to_have_url(f"{server.url}/orgs/{tenant.org}/stacks/network")
     expect(page.get_by_text("No runs yet.")).to_be_visible()
 
     # A second stack with the same slug is refused in words.
@@ -91,12 +91,12 @@ def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
 
 
 def test_a_stack_lists_runs_newest_first_with_queue_positions_and_cancels_only_queued_runs(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
-    rest.create_stack("web", make_stack_repo(tmp_path, MAIN))
-    holder = rest.start("web", "apply")
-    rest.wait(holder, "awaiting_approval")
-    queued = [rest.start("web", "plan"), rest.start("web", "drift")]
+    api.create_stack("web", make_stack_repo(tmp_path, MAIN))
+    holder = api.start("web", "apply")
+    api.wait(holder, "awaiting_approval")
+    queued = [api.start("web", "plan"), api.start("web", "drift")]
 
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/web")
@@ -124,9 +124,9 @@ def test_a_stack_lists_runs_newest_first_with_queue_positions_and_cancels_only_q
 
 
 def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cleared(
-    ui: UI, live: LiveServer, tenant: Tenant, rest: Api, tmp_path: Path
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path
 ) -> None:
-    rest.create_stack("db", make_stack_repo(tmp_path, MAIN), folder="prod/eu")
+    api.create_stack("db", make_stack_repo(tmp_path, MAIN), folder="prod/eu")
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/settings")
 
@@ -134,6 +134,7 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off inherited from default")
     confirm.get_by_role("radio", name="On").click()
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on set on the organization")
+    ui.screenshot(page, "org-settings")
 
     page.goto(f"/orgs/{tenant.org}/folders/prod/eu")
     approval = setting(page, "require_approval")
@@ -155,7 +156,7 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on inherited from organization")
 
     # Variables: a sensitive value is write-only; the inherited ones show where they come from.
-    rest.put_variable("/folders/prod", "region", {"value": "eu-west-1"})
+    api.put_variable("/folders/prod", "region", {"value": "eu-west-1"})
     page.reload()
     variables = page.get_by_test_id("variables")
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")

@@ -1,7 +1,7 @@
 """Browser tests: Debian's Chromium driven by Playwright against the served control plane.
 
-Test modules load this as a plugin (`pytest_plugins = ["support.browser"]`) for the fixtures
-`ui` (Chromium on the served UI), `live` (the served control plane) and `rest`. The UI must be
+Test modules load this as a plugin (`pytest_plugins = ["support.browser"]`) for the fixture `ui`:
+Chromium on the UI that conftest's `server` serves. The UI must be
 built into backend/firstlume/static/ first (`make frontend`; `make test` does it), and Chromium
 must be at /usr/bin/chromium (scripts/ensure-test-services.sh installs it). Every screenshot
 lands in test-artifacts/screenshots/.
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
-from support.e2e import Api
+from conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -35,32 +34,16 @@ SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 expect.set_options(timeout=60_000)
 
 
-@pytest.fixture
-def live(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    """The control plane with its scheduler and local executors, serving the built UI."""
-    server = start_live_server(settings_env(database_url, tmp_path / "data"), tmp_path / "server.log")
-    yield server
-    stop_live_server(server)
-
-
-@pytest.fixture
-def rest(live: LiveServer, tenant: Tenant) -> Iterator[Api]:
-    """The REST API, for arranging what a test does not exercise through the UI."""
-    client = Api(live.url, tenant.org, tenant.token)
-    yield client
-    client.close()
-
-
 class UI:
     """Chromium on the served UI: each `open()` is a fresh browser profile (its own storage)."""
 
-    def __init__(self, browser: Browser, live: LiveServer) -> None:
+    def __init__(self, browser: Browser, server: LiveServer) -> None:
         self.browser = browser
-        self.live = live
+        self.server = server
         self.pages: list[tuple[BrowserContext, Page, list[str]]] = []
 
     def open(self) -> Page:
-        context = self.browser.new_context(base_url=self.live.url, viewport={"width": 1440, "height": 900})
+        context = self.browser.new_context(base_url=self.server.url, viewport={"width": 1440, "height": 900})
         context.set_default_timeout(30_000)
         page = context.new_page()
         errors: list[str] = []
@@ -90,10 +73,10 @@ class UI:
 
 
 @pytest.fixture
-def ui(live: LiveServer) -> Iterator[UI]:
+def ui(server: LiveServer) -> Iterator[UI]:
     # Playwright's sync API marks an event loop as running in this thread while it is started:
     # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
-    # them (it depends on `live`) and stops before their teardown, once per test.
+    # them (it depends on `server`) and stops before their teardown, once per test.
     if not BUILT_UI.exists():
         pytest.fail(
             f"The web UI is not built ({BUILT_UI} is missing): run `make frontend` (`make test` does)."
@@ -102,7 +85,7 @@ def ui(live: LiveServer) -> Iterator[UI]:
         pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-test-services.sh installs Debian's chromium.")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        session = UI(browser, live)
+        session = UI(browser, server)
         yield session
         errors = session.close()
         browser.close()
