@@ -87,6 +87,13 @@ export function originLabel(origin: string): string {
   return origin;
 }
 
+/** An origin in a sentence: "required by the organization", "by folder prod/eu". */
+export function originPhrase(origin: string): string {
+  if (origin === "default" || origin === "organization") return `the ${origin}`;
+  if (origin === "stack") return "this stack";
+  return originLabel(origin);
+}
+
 export function plural(count: number, one: string, many = `${one}s`): string {
   return `${count.toLocaleString()} ${count === 1 ? one : many}`;
 }

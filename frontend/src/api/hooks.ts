@@ -117,3 +117,25 @@ export function useSubscription<R, V>(
 
   return state;
 }
+
+/**
+ * What a button does: `busy` while it runs, and `error` in words when it fails. The action
+ * returns an error message for an expected failure (a mutation's error type), or nothing.
+ */
+export function useAction() {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = useCallback(async (action: () => Promise<string | void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      const failure = await action();
+      if (failure) setError(failure);
+    } catch (caught) {
+      setError(caught instanceof ApiError ? caught.message : String(caught));
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, setError, run };
+}

@@ -1,14 +1,14 @@
 import { useMemo, useState } from "react";
 import { Link, NavLink, useNavigate, useParams, useSearchParams } from "react-router";
-import { request, type ApiError } from "../api/client";
-import { useQuery, useSubscription } from "../api/hooks";
+import { request } from "../api/client";
+import { useAction, useQuery, useSubscription } from "../api/hooks";
 import { useToken } from "../auth";
 import { ChangesView, SummaryParts, type LiveStates } from "../components/Changes";
 import { ConfigurationView } from "../components/Configuration";
 import { LogView } from "../components/LogView";
 import { StepStrip, StepTimeline } from "../components/Steps";
 import { Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
-import { dateTime, plural, shortSha } from "../format";
+import { dateTime, originPhrase, plural, shortSha } from "../format";
 import {
   ApproveRunDocument,
   CancelRunDocument,
@@ -144,22 +144,15 @@ function RunHeader({
   onPickStep: (name: string) => void;
 }) {
   const token = useToken();
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run: act } = useAction();
   const cancelable = run.status === "QUEUED" || run.status === "APPLY_QUEUED";
 
-  async function cancel() {
-    setBusy(true);
-    setError(null);
-    try {
+  const cancel = () =>
+    act(async () => {
       const { cancelRun } = await request(CancelRunDocument, { org, id: run.id }, token);
-      if (cancelRun.__typename === "Run") onRun(cancelRun);
-      else setError(cancelRun.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
-    setBusy(false);
-  }
+      if (cancelRun.__typename !== "Run") return cancelRun.message;
+      onRun(cancelRun);
+    });
 
   return (
     <div className="run-head">
@@ -241,8 +234,7 @@ function ApprovalPanel({
 }) {
   const token = useToken();
   const [ticked, setTicked] = useState<Set<string>>(new Set());
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run: act } = useAction();
   const destructive = useMemo(
     () =>
       (changes?.groups ?? [])
@@ -256,30 +248,21 @@ function ApprovalPanel({
     const missing = confirm ? destructive.filter((d) => !ticked.has(d.address)).length : 0;
     const ready = changes !== null && missing === 0;
 
-    async function act(kind: "approve" | "discard") {
-      setBusy(true);
-      setError(null);
-      try {
-        if (kind === "approve") {
-          const { approveRun } = await request(
-            ApproveRunDocument,
-            { org, id: run.id, acknowledged: confirm ? [...ticked] : [] },
-            token,
-          );
-          if (approveRun.__typename === "Run") onRun(approveRun);
-          else if (approveRun.__typename === "AcknowledgementRequiredError")
-            setError(`Confirm these first: ${approveRun.missing.join(", ")}.`);
-          else setError(approveRun.message);
-        } else {
-          const { discardRun } = await request(DiscardRunDocument, { org, id: run.id }, token);
-          if (discardRun.__typename === "Run") onRun(discardRun);
-          else setError(discardRun.message);
-        }
-      } catch (caught) {
-        setError((caught as ApiError).message);
-      }
-      setBusy(false);
-    }
+    const approve = () =>
+      act(async () => {
+        const acknowledged = confirm ? [...ticked] : [];
+        const { approveRun } = await request(ApproveRunDocument, { org, id: run.id, acknowledged }, token);
+        if (approveRun.__typename === "AcknowledgementRequiredError")
+          return `Confirm these first: ${approveRun.missing.join(", ")}.`;
+        if (approveRun.__typename !== "Run") return approveRun.message;
+        onRun(approveRun);
+      });
+    const discard = () =>
+      act(async () => {
+        const { discardRun } = await request(DiscardRunDocument, { org, id: run.id }, token);
+        if (discardRun.__typename !== "Run") return discardRun.message;
+        onRun(discardRun);
+      });
 
     return (
       <section className="approval waiting" data-testid="approval" aria-label="Approval">
@@ -299,18 +282,18 @@ function ApprovalPanel({
                   {" "}
                   {run.configuration.settings.requireApproval.origin === "default"
                     ? "Approval is required by default."
-                    : `Required by ${originLabelShort(run.configuration.settings.requireApproval.origin)}.`}
+                    : `Required by ${originPhrase(run.configuration.settings.requireApproval.origin)}.`}
                 </span>
               )}
             </p>
           </div>
           <div className="actions">
-            <button className="btn" onClick={() => void act("discard")} disabled={busy}>
+            <button className="btn" onClick={() => void discard()} disabled={busy}>
               Discard
             </button>
             <button
               className="btn primary"
-              onClick={() => void act("approve")}
+              onClick={() => void approve()}
               disabled={busy || !ready}
               title={missing ? `Tick ${plural(missing, "more resource")} to approve` : undefined}
             >
@@ -321,7 +304,7 @@ function ApprovalPanel({
         {confirm && (
           <div className="confirm-list">
             <p className="small">
-              <strong>confirm_destructive is on</strong> (from {originLabelShort(run.configuration.settings?.confirmDestructive.origin ?? "")}
+              <strong>confirm_destructive is on</strong> (from {originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
               ): tick each resource that will be deleted or replaced.{" "}
               <span data-testid="confirm-progress">
                 {destructive.length - missing} of {destructive.length} confirmed
@@ -389,12 +372,4 @@ function ApprovalPanel({
     );
   }
   return null;
-}
-
-function originLabelShort(origin: string): string {
-  if (origin === "default") return "the default";
-  if (origin === "organization") return "the organization";
-  if (origin === "stack") return "this stack";
-  if (origin.startsWith("folder:")) return `folder ${origin.slice(7)}`;
-  return origin;
 }

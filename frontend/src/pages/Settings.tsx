@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
-import { request, type ApiError } from "../api/client";
-import { useQuery } from "../api/hooks";
+import { request } from "../api/client";
+import { useAction, useQuery } from "../api/hooks";
 import { useToken } from "../auth";
 import { Card, Empty, ErrorBox, Loading, TimeAgo } from "../components/ui";
 import { originLabel } from "../format";
@@ -159,26 +159,19 @@ const SETTINGS = [
 
 function SettingsCard({ org, level, settings, onChange }: { org: string; level: Level; settings: SettingsViewFragment; onChange: () => Promise<void> }) {
   const token = useToken();
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
   const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
 
-  async function set(key: "requireApproval" | "confirmDestructive", value: boolean | null) {
-    setBusy(key);
-    setError(null);
-    try {
+  const set = (key: "requireApproval" | "confirmDestructive", value: boolean | null) =>
+    run(async () => {
       const { updateSettings } = await request(
         UpdateSettingsDocument,
         { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null },
         token,
       );
-      if (updateSettings.__typename === "Settings") await onChange();
-      else setError(updateSettings.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
-    setBusy(null);
-  }
+      if (updateSettings.__typename !== "Settings") return updateSettings.message;
+      await onChange();
+    });
 
   return (
     <Card title="Approval rules">
@@ -212,7 +205,7 @@ function SettingsCard({ org, level, settings, onChange }: { org: string; level: 
                     role="radio"
                     aria-checked={explicit === option.value}
                     className={explicit === option.value ? "on" : ""}
-                    disabled={busy !== null}
+                    disabled={busy}
                     onClick={() => explicit !== option.value && void set(s.key, option.value)}
                   >
                     {option.label}
@@ -245,13 +238,11 @@ function VariablesCard({
 }) {
   const token = useToken();
   const [form, setForm] = useState({ name: "", value: "", kind: "TERRAFORM" as VariableKind, sensitive: false, json: false });
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   const scope = { folder: level.folder ?? null, stack: level.stack ?? null };
 
-  async function save(event: FormEvent) {
+  function save(event: FormEvent) {
     event.preventDefault();
-    setError(null);
     let value: JsonValue = form.value;
     if (form.json) {
       try {
@@ -261,33 +252,24 @@ function VariablesCard({
         return;
       }
     }
-    setBusy(true);
-    try {
+    void run(async () => {
       const { setVariable } = await request(
         SetVariableDocument,
         { org, name: form.name.trim(), value, sensitive: form.sensitive, kind: form.kind, ...scope },
         token,
       );
-      if (setVariable.__typename === "Variable") {
-        setForm({ ...form, name: "", value: "" });
-        await onChange();
-      } else setError(setVariable.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
-    setBusy(false);
+      if (setVariable.__typename !== "Variable") return setVariable.message;
+      setForm({ ...form, name: "", value: "" });
+      await onChange();
+    });
   }
 
-  async function remove(name: string) {
-    setError(null);
-    try {
+  const remove = (name: string) =>
+    run(async () => {
       const { deleteVariable } = await request(DeleteVariableDocument, { org, name, ...scope }, token);
-      if (deleteVariable.__typename === "DeletedVariable") await onChange();
-      else setError(deleteVariable.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
-  }
+      if (deleteVariable.__typename !== "DeletedVariable") return deleteVariable.message;
+      await onChange();
+    });
 
   return (
     <Card title="Variables">

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams } from "react-router";
-import { request, type ApiError } from "../api/client";
-import { useQuery } from "../api/hooks";
+import { request } from "../api/client";
+import { useAction, useQuery } from "../api/hooks";
 import { useToken } from "../auth";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { Card, Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
@@ -54,20 +54,17 @@ export function StackPage() {
   const after = cursors[cursors.length - 1];
   const { data, error, loading } = useQuery(StackPageDocument, { org, slug, first: PAGE, after }, version);
   const [confirmDestroy, setConfirmDestroy] = useState(false);
-  const [startError, setStartError] = useState<string | null>(null);
   const [starting, setStarting] = useState<RunType | null>(null);
+  const action = useAction();
   const stack = data?.organization?.stack;
 
   async function start(type: RunType) {
-    setStartError(null);
     setStarting(type);
-    try {
+    await action.run(async () => {
       const { startRun } = await request(StartRunDocument, { org, stack: slug, type }, token);
-      if (startRun.__typename === "Run") navigate(`/orgs/${org}/runs/${startRun.id}`);
-      else setStartError(startRun.message);
-    } catch (caught) {
-      setStartError((caught as ApiError).message);
-    }
+      if (startRun.__typename !== "Run") return startRun.message;
+      navigate(`/orgs/${org}/runs/${startRun.id}`);
+    });
     setStarting(null);
     setConfirmDestroy(false);
   }
@@ -127,7 +124,7 @@ export function StackPage() {
           </div>
         </div>
       )}
-      <ErrorBox error={startError} title="The run was not started." />
+      <ErrorBox error={action.error} title="The run was not started." />
       <ErrorBox error={error} />
       <Card title={`Runs${stack.runs.totalCount ? ` (${stack.runs.totalCount})` : ""}`}>
         {stack.runs.nodes.length === 0 ? (

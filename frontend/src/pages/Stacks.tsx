@@ -1,8 +1,7 @@
 import { useMemo, useState, type FormEvent } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { request } from "../api/client";
-import type { ApiError } from "../api/client";
-import { useQuery } from "../api/hooks";
+import { useAction, useQuery } from "../api/hooks";
 import { useToken } from "../auth";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { Card, Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
@@ -140,18 +139,15 @@ function StackItem({ org, stack }: { org: string; stack: StackTreeItemFragment }
 function CreateFolder({ org, onDone }: { org: string; onDone: () => void }) {
   const token = useToken();
   const [path, setPath] = useState("");
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
 
-  async function submit(event: FormEvent) {
+  function submit(event: FormEvent) {
     event.preventDefault();
-    setError(null);
-    try {
+    void run(async () => {
       const { createFolder } = await request(CreateFolderDocument, { org, path: path.trim() }, token);
-      if (createFolder.__typename === "Folder") onDone();
-      else setError(createFolder.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
+      if (createFolder.__typename !== "Folder") return createFolder.message;
+      onDone();
+    });
   }
 
   return (
@@ -162,7 +158,7 @@ function CreateFolder({ org, onDone }: { org: string; onDone: () => void }) {
           <input value={path} onChange={(e) => setPath(e.target.value)} placeholder="prod/eu" autoFocus required />
           <span className="hint">Slashes nest folders; missing parents are created.</span>
         </label>
-        <button className="btn primary" type="submit">
+        <button className="btn primary" type="submit" disabled={busy}>
           Create folder
         </button>
       </form>
@@ -175,19 +171,16 @@ function CreateStack({ org, folders, onCancel }: { org: string; folders: string[
   const token = useToken();
   const navigate = useNavigate();
   const [form, setForm] = useState({ slug: "", name: "", repository: "", branch: "", path: "", folder: "", gitHttpsToken: "" });
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const field = (key: keyof typeof form) => ({
     value: form[key],
     onChange: (e: { target: { value: string } }) => setForm({ ...form, [key]: e.target.value }),
   });
 
-  async function submit(event: FormEvent) {
+  function submit(event: FormEvent) {
     event.preventDefault();
-    setError(null);
-    setBusy(true);
     const optional = (value: string) => value.trim() || null;
-    try {
+    void run(async () => {
       const { createStack } = await request(
         CreateStackDocument,
         {
@@ -204,12 +197,9 @@ function CreateStack({ org, folders, onCancel }: { org: string; folders: string[
         },
         token,
       );
-      if (createStack.__typename === "Stack") navigate(`/orgs/${org}/stacks/${createStack.slug}`);
-      else setError(createStack.message);
-    } catch (caught) {
-      setError((caught as ApiError).message);
-    }
-    setBusy(false);
+      if (createStack.__typename !== "Stack") return createStack.message;
+      navigate(`/orgs/${org}/stacks/${createStack.slug}`);
+    });
   }
 
   return (
