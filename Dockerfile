@@ -52,11 +52,22 @@ RUN set -eu; \
       chmod 0755 /opt/engines/bin/terragrunt; \
     fi
 
+# The web UI: its operations are checked against schema.graphql, then Vite writes the assets
+# into backend/firstlume/static, which the Python package ships.
+FROM node:20-slim AS ui
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY schema.graphql /src/schema.graphql
+COPY frontend/ ./
+RUN npm run build
+
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/firstlume
 COPY pyproject.toml /src/
 COPY backend /src/backend
+COPY --from=ui /src/backend/firstlume/static /src/backend/firstlume/static
 RUN /opt/firstlume/bin/pip install /src
 
 FROM ${PYTHON_IMAGE}

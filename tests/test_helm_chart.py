@@ -296,6 +296,9 @@ def test_the_dockerfile_builds_a_non_root_image_with_a_pinned_terraform() -> Non
     assert uid and int(uid.group(1)) == VALUES["runAsUser"] > 0
     assert re.search(r"^USER \$\{UID\}:\$\{UID\}$", dockerfile, re.MULTILINE)
     assert 'ENTRYPOINT ["firstlume"]' in dockerfile
+    # The image serves the web UI: it is built (checked against the schema) and shipped.
+    assert "RUN npm run build" in dockerfile and "COPY schema.graphql" in dockerfile
+    assert "COPY --from=ui /src/backend/firstlume/static /src/backend/firstlume/static" in dockerfile
 
 
 def test_the_docker_context_leaves_out_local_state() -> None:
