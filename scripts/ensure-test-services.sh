@@ -20,12 +20,18 @@ if ! pg_up; then
   exit 1
 fi
 
-if [ ! -x /usr/bin/chromium ]; then
-  echo "installing Debian's chromium for the browser tests" >&2
+# Debian packages the tests use: chromium for the browser tests; curl and jq because the
+# documentation's commands are run verbatim.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages for the tests: ${missing[*]}" >&2
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -x /usr/bin/chromium ]; then
   echo "chromium is not installed at /usr/bin/chromium; the browser tests need it (apt-get install chromium)." >&2
