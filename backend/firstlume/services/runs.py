@@ -17,7 +17,7 @@ from firstlume.domain.errors import (
     NotFound,
 )
 from firstlume.domain.runs import ACTIVE, CANCELABLE, RunStatus, RunType
-from firstlume.pubsub import org_runs_channel, run_channel
+from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services.context import Actor, Unit
 from firstlume.services.transitions import change_status
 
@@ -70,6 +70,7 @@ async def start_run(unit: Unit, actor: Actor, stack: Stack, body: dict[str, Any]
     event = {"type": "status", "run_id": run.id, "status": run.status, "from": None}
     unit.publish_after_commit(run_channel(run.id), event)
     unit.publish_after_commit(org_runs_channel(run.org_id), event)
+    unit.publish_after_commit(SCHEDULER_CHANNEL, event)
     return run
 
 

@@ -11,8 +11,12 @@ from firstlume.db.models import Run, RunStatusChange
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import StackLocked, StatusChanged
 from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus, check_transition
-from firstlume.pubsub import org_runs_channel, run_channel
+from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services.context import Unit
+
+# The scheduler has work at once when an apply is approved, or when a run ends and frees its
+# stack for the next queued run; otherwise it would find out at its next tick.
+WAKES_SCHEDULER = FINISHED | {RunStatus.APPLY_QUEUED}
 
 
 async def change_status(
@@ -69,4 +73,6 @@ async def change_status(
     event = {"type": "status", "run_id": run.id, "status": target.value, "from": current.value}
     unit.publish_after_commit(run_channel(run.id), event)
     unit.publish_after_commit(org_runs_channel(run.org_id), event)
+    if target in WAKES_SCHEDULER:
+        unit.publish_after_commit(SCHEDULER_CHANNEL, event)
     return run

@@ -27,7 +27,6 @@ from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, 
 from firstlume.db.models import Organization
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunType
-from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import accounts, catalog, inherited, runs
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
@@ -140,7 +139,6 @@ class Mutation:
             async with org_unit(info, org) as (unit, actor, org_row):
                 stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
                 run = await runs.start_run(unit, actor, stack_row, {"type": RunType(type).value})
-                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "queued", "run_id": run.id})
             return Run(row=run, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
@@ -156,7 +154,6 @@ class Mutation:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 run = await runs.approve_run(unit, actor, run, {"acknowledged": list(acknowledged or [])})
-                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "approved", "run_id": run.id})
             return Run(row=run, loaders=fresh(info))
 
         return await typed(APPROVE_ERRORS, work)  # type: ignore[no-any-return]
@@ -167,7 +164,6 @@ class Mutation:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 run = await runs.discard_run(unit, actor, run)
-                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
             return Run(row=run, loaders=fresh(info))
 
         return await typed(DISCARD_ERRORS, work)  # type: ignore[no-any-return]
@@ -178,7 +174,6 @@ class Mutation:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 run = await runs.cancel_run(unit, actor, run)
-                unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
             launcher = info.context.launcher
             if launcher is not None:
                 await launcher.cancel(run.id)

@@ -11,7 +11,6 @@ from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
 from firstlume.db.models import PhaseToken, Run
-from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import execution
 from firstlume.services.context import Unit
 
@@ -105,7 +104,6 @@ async def finish(request: Request) -> Response:
     body = await json_body(request)
     async with phase_request(request) as (unit, run, token):
         run = await execution.finish_phase(unit, run, token, body)
-        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "phase_finished", "run_id": run.id})
         status = run.status
     return JSONResponse({"status": status})
 

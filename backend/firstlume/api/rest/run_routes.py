@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from sqlalchemy import select
 from starlette.requests import Request
@@ -15,9 +16,9 @@ from firstlume.api.rest.serializers import changes_json, runs_json
 from firstlume.db.models import ResourceChange, Run, RunStep
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import FINISHED, RunStatus
-from firstlume.pubsub import CLOSED, SCHEDULER_CHANNEL, run_channel
+from firstlume.pubsub import CLOSED, run_channel
 from firstlume.services import catalog, runs
-from firstlume.services.context import Context
+from firstlume.services.context import Actor, Context, Unit
 from firstlume.services.logs import read_log
 
 
@@ -27,7 +28,6 @@ async def start_run(request: Request) -> Response:
     async with org_request(request) as (unit, actor, org):
         stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
         run = await runs.start_run(unit, actor, stack, body)
-        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "queued", "run_id": run.id})
         [payload] = await runs_json(unit.session, [run])
     return JSONResponse(payload, status_code=201)
 
@@ -88,40 +88,42 @@ async def get_changes(request: Request) -> Response:
         return JSONResponse(changes_json(run, rows))
 
 
-@endpoint
-async def approve(request: Request) -> Response:
+RunAction = Callable[[Unit, Actor, Run, dict[str, Any]], Awaitable[Run]]
+
+
+async def _act_on_run(request: Request, action: RunAction) -> Run:
+    """A decision on a run (approve, discard, cancel): the run's row is locked while it is taken."""
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
         run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        run = await runs.approve_run(unit, actor, run, body)
-        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "approved", "run_id": run.id})
-        [payload] = await runs_json(unit.session, [run])
+        return await action(unit, actor, run, body)
+
+
+async def _reply(request: Request, run: Run) -> Response:
+    async with context_of(request).db.transaction() as session:
+        [payload] = await runs_json(session, [run])
     return JSONResponse(payload)
+
+
+@endpoint
+async def approve(request: Request) -> Response:
+    return await _reply(request, await _act_on_run(request, runs.approve_run))
 
 
 @endpoint
 async def discard(request: Request) -> Response:
-    await json_body(request)
-    async with org_request(request) as (unit, actor, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        run = await runs.discard_run(unit, actor, run)
-        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
-        [payload] = await runs_json(unit.session, [run])
-    return JSONResponse(payload)
+    return await _reply(
+        request, await _act_on_run(request, lambda unit, actor, run, _: runs.discard_run(unit, actor, run))
+    )
 
 
 @endpoint
 async def cancel(request: Request) -> Response:
-    await json_body(request)
-    async with org_request(request) as (unit, actor, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        run = await runs.cancel_run(unit, actor, run)
-        unit.publish_after_commit(SCHEDULER_CHANNEL, {"type": "released", "run_id": run.id})
-        [payload] = await runs_json(unit.session, [run])
+    run = await _act_on_run(request, lambda unit, actor, run, _: runs.cancel_run(unit, actor, run))
     launcher = getattr(request.app.state, "launcher", None)
     if launcher is not None:
         await launcher.cancel(run.id)
-    return JSONResponse(payload)
+    return await _reply(request, run)
 
 
 @endpoint
