@@ -45,6 +45,8 @@ def test_bootstrap_an_organization_and_a_token_then_use_it(database_url: str, tm
     assert unknown.returncode == 1 and "No organization 'nope'" in unknown.stderr
     bad = firstlume(env, "org", "create", "Not A Slug")
     assert bad.returncode == 1 and "lowercase" in bad.stderr
+    not_email = firstlume(env, "token", "create", "--org", "acme", "--user", "ada")
+    assert not_email.returncode == 1 and "not an email address" in not_email.stderr
 
     server = start_live_server({**env, "FIRSTLUME_SCHEDULER": "off"}, tmp_path / "server.log")
     try:

@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import ApiToken, Membership, Organization, User
-from firstlume.domain.errors import AlreadyExists, NotFound, Unauthenticated
+from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, Unauthenticated
 from firstlume.services.context import Actor
 from firstlume.services.validation import require_slug, require_str
 
@@ -25,7 +25,7 @@ async def create_org(session: AsyncSession, slug: str, name: str | None = None) 
 async def ensure_user(session: AsyncSession, email: str) -> User:
     require_str("email", email, max_length=320)
     if "@" not in email:
-        raise ValueError(f"'{email}' is not an email address.")
+        raise InvalidRequest(f"'{email}' is not an email address.", field="email")
     user = await session.scalar(select(User).where(User.email == email))
     if user is None:
         user = User(email=email)
