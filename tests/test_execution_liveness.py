@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from firstlume.db.engine import Database
+from firstlume.db.models import Run
 from support.e2e import Api, make_stack_repo
 from support.processes import executor_pids
 from support.terraform import requires_terraform
@@ -92,3 +96,30 @@ def test_killed_executor_fails_the_run_at_once_and_the_next_run_starts(api: Api,
     # Its engine went with it, so the state is not left locked: the queued run plans.
     api.wait(queued, "planned", timeout=60)
     assert executor_pids(run_id) == []
+
+
+def test_stopping_the_control_plane_fails_its_local_executors_runs_at_once(
+    api: Api, server: LiveServer, tmp_path: Path, database_url: str
+) -> None:
+    api.create_stack("app", make_stack_repo(tmp_path, SLOW))
+    run_id = api.start("app", "apply")
+    _applying(api, run_id)
+    pids = executor_pids(run_id)
+    started = time.monotonic()
+    stop_live_server(server)
+    # Well within the grace the executors get, and long before any heartbeat timeout.
+    assert time.monotonic() - started < 14
+
+    async def read() -> tuple[str, str | None]:
+        db = Database(database_url)
+        async with db.transaction() as session:
+            run = await session.get(Run, run_id)
+            assert run is not None
+            result = (run.status, run.error)
+        await db.dispose()
+        return result
+
+    status, error = asyncio.run(read())
+    assert status == "failed"
+    assert error == "The control plane stopped, and its local executor with it, before the phase ended."
+    wait_until(lambda: all(not Path(f"/proc/{pid}").exists() for pid in pids), 10, "the executor to be gone")

@@ -68,9 +68,10 @@ class InlineExecutorLauncher:
     async def cancel(self, run_id: str) -> None:
         return None
 
-    async def close(self) -> None:
+    async def close(self) -> list[ExecutorDied]:
         for task in self.tasks:
             task.cancel()
+        return []
 
 
 async def _all_finished(ctx: Context, expected: int) -> bool:

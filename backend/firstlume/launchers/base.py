@@ -58,5 +58,7 @@ class Launcher(Protocol):
     async def cancel(self, run_id: str) -> None:
         """Remove any executor or Job of a canceled run. Idempotent."""
 
-    async def close(self) -> None:
-        """Stop watching; called at shutdown."""
+    async def close(self) -> list[ExecutorDied]:
+        """Stop watching; called at shutdown. Returns the executors that stop with the control
+        plane (a local subprocess does; a Kubernetes Job goes on), so their runs can fail now
+        rather than at the heartbeat timeout."""

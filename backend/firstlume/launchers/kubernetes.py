@@ -431,7 +431,7 @@ class KubernetesLauncher:
                     self._forget(ref)
         return deleted
 
-    async def close(self) -> None:
+    async def close(self) -> list[ExecutorDied]:
         self._stop.set()
         for watch in list(self._watches):
             watch.stop()
@@ -442,6 +442,8 @@ class KubernetesLauncher:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        # Jobs run on without the control plane; the next one to start watches them again.
+        return []
 
     # -- watching -----------------------------------------------------------------------------
 

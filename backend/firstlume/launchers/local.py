@@ -25,6 +25,10 @@ def exit_reason(returncode: int) -> str:
     return f"The executor process exited with code {returncode} before it reported a result."
 
 
+# How long executors get to wind down when the control plane stops.
+STOP_GRACE_SECONDS = 10.0
+
+
 def _kill_group(pid: int) -> None:
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -100,8 +104,27 @@ class LocalLauncher:
         for ref in [r for r in self._processes if r.run_id == run_id]:
             await self.cleanup(ref)
 
-    async def close(self) -> None:
+    async def close(self) -> list[ExecutorDied]:
+        """Executors are children of this process and stop with it: each gets SIGTERM first, so
+        it can interrupt its engine the way Terraform expects (an apply killed outright can leave
+        the state half-written), then SIGKILL for whatever is left of its process group."""
         for task in list(self._watchers):
             task.cancel()
-        for ref in list(self._processes):
-            await self.cleanup(ref)
+        stopping = {ref: process for ref, process in self._processes.items() if process.returncode is None}
+        for process in stopping.values():
+            with suppress(ProcessLookupError):
+                process.terminate()
+        if stopping:
+            await asyncio.wait(
+                [asyncio.create_task(process.wait()) for process in stopping.values()],
+                timeout=STOP_GRACE_SECONDS,
+            )
+        for process in stopping.values():
+            _kill_group(process.pid)
+        self._processes.clear()
+        return [
+            ExecutorDied(
+                ref, "The control plane stopped, and its local executor with it, before the phase ended."
+            )
+            for ref in stopping
+        ]

@@ -33,7 +33,8 @@ class Scheduler:
         for task in self._tasks:
             with suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.launcher.close()
+        for died in await self.launcher.close() or []:
+            await dispatch.on_executor_died(self.ctx, died)
 
     def wake(self) -> None:
         self._wake.set()
