@@ -19,6 +19,7 @@ from firstlume.domain.runs import (
     RunType,
     can_transition,
     check_transition,
+    is_running_phase,
     status_after_plan,
 )
 
@@ -112,3 +113,12 @@ def test_status_after_plan_follows_the_diagram_labels(
     target = status_after_plan(run_type, has_changes, approval)
     assert target == expected
     assert can_transition(S.PLANNING, target)
+
+
+def test_an_executor_counts_only_while_its_phase_and_attempt_run() -> None:
+    assert is_running_phase("planning", 1, "plan", 1)
+    assert is_running_phase("applying", 2, "apply", 2)
+    assert not is_running_phase("planning", 2, "plan", 1)  # a later attempt took over
+    assert not is_running_phase("applying", 2, "plan", 2)  # the plan phase is over
+    assert not is_running_phase("apply_queued", 1, "plan", 1)
+    assert not is_running_phase("failed", 1, "plan", 1)

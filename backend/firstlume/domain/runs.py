@@ -77,8 +77,18 @@ CANCELABLE: frozenset[RunStatus] = frozenset({S.QUEUED, S.APPLY_QUEUED})
 FINISHED: frozenset[RunStatus] = frozenset(s for s, exits in TRANSITIONS.items() if not exits)
 ACTIVE: frozenset[RunStatus] = WAITING | HOLDS_LOCK
 
+# A step in one of these statuses has ended.
+FINISHED_STEP_STATUSES: frozenset[str] = frozenset({"done", "failed", "skipped"})
+
 # Which phase an executor runs while the run is in a running status.
 PHASE_OF_RUNNING_STATUS: dict[RunStatus, Phase] = {S.PLANNING: Phase.PLAN, S.APPLYING: Phase.APPLY}
+
+
+def is_running_phase(status: str, attempt: int, phase: str, expected_attempt: int) -> bool:
+    """Whether a run in `status` at `attempt` is still running that phase's attempt: an executor's
+    reports, and a report of its death, only count while this holds."""
+    running = PHASE_OF_RUNNING_STATUS.get(RunStatus(status))
+    return running is not None and running.value == phase and attempt == expected_attempt
 
 
 def can_transition(current: RunStatus, target: RunStatus) -> bool:

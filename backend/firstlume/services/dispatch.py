@@ -16,7 +16,7 @@ from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import Organization, PhaseToken, Run, Stack
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import StackLocked, StatusChanged
-from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, Phase, RunStatus
+from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, RunStatus, is_running_phase
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.services.context import Context
 from firstlume.services.execution import fail_run
@@ -118,11 +118,7 @@ async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:
     try:
         async with ctx.unit() as unit:
             run = await unit.session.scalar(select(Run).where(Run.id == ref.run_id).with_for_update())
-            if (
-                run is None
-                or PHASE_OF_RUNNING_STATUS.get(RunStatus(run.status)) != Phase(ref.phase)
-                or run.phase_attempt != ref.attempt
-            ):
+            if run is None or not is_running_phase(run.status, run.phase_attempt, ref.phase, ref.attempt):
                 return False
             await fail_run(unit, run, reason, actor="scheduler")
             return True

@@ -17,7 +17,14 @@ from firstlume.db.models import LogChunk, PhaseToken, PlanArtifact, ResourceChan
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import Change, changes_from_plan, summarize
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
-from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, Phase, RunStatus, RunType, status_after_plan
+from firstlume.domain.runs import (
+    FINISHED_STEP_STATUSES,
+    Phase,
+    RunStatus,
+    RunType,
+    is_running_phase,
+    status_after_plan,
+)
 from firstlume.pubsub import run_channel
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
@@ -25,7 +32,6 @@ from firstlume.services.runs import mark_changes_pending, set_step
 from firstlume.services.transitions import change_status
 
 STEP_STATUSES = ("running", "done", "failed", "skipped")
-FINAL_STEP_STATUSES = ("done", "failed", "skipped")
 RESOURCE_STATES = ("pending", "applying", "done", "failed", "not_applied")
 # A pub/sub message names changed resources only while it stays well under NOTIFY's 8000 bytes.
 MAX_ADDRESSES_PER_EVENT = 50
@@ -61,11 +67,7 @@ async def authenticate_phase(
     if lock:
         query = query.with_for_update()
     run = await session.scalar(query)
-    if (
-        run is None
-        or PHASE_OF_RUNNING_STATUS.get(RunStatus(run.status)) != Phase(row.phase)
-        or run.phase_attempt != row.attempt
-    ):
+    if run is None or not is_running_phase(run.status, run.phase_attempt, row.phase, row.attempt):
         raise Unauthenticated("This executor token is not valid, or its phase has ended.")
     return run, row
 
@@ -182,7 +184,7 @@ async def record_step(unit: Unit, run: Run, body: dict[str, Any]) -> None:
     current = step.status if step else None
     if status == current:
         return  # a retried report
-    if status == "running" and current in FINAL_STEP_STATUSES:
+    if status == "running" and current in FINISHED_STEP_STATUSES:
         raise StepOutOfOrder(f"Step '{name}' has already ended ({current}); it cannot start again.")
     if status in ("done", "failed") and current != "running":
         raise StepOutOfOrder(f"Step '{name}' is {current or 'not started'}; only a running step can end.")

@@ -27,13 +27,9 @@ from firstlume.domain.runs import FINISHED
 from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts, runs
 from firstlume.services.context import Context
-from firstlume.services.logs import read_log
+from firstlume.services.logs import SAFETY_POLL_SECONDS, LogTail, follow_log
 
 Ctx = Info[GraphQLContext, None]
-
-# Events are the signal; this re-check only bounds how long a lost one could stall a view.
-SAFETY_POLL_SECONDS = 15.0
-FINAL_STEP_STATUSES = ("done", "failed", "skipped")
 
 
 async def run_of_org(info: Ctx, org: str, run_id: str) -> models.Run:
@@ -48,80 +44,6 @@ def _finished(status: Any) -> bool:
 
 
 # Logs -----------------------------------------------------------------------------------------
-
-
-class LogTail:
-    def __init__(self, ctx: Context, run_id: str, step: str | None, offset: int) -> None:
-        self.ctx, self.run_id, self.step, self.offset = ctx, run_id, step, offset
-
-    async def state(self) -> tuple[bool, int]:
-        """Whether the run (or the step) has ended, and the log's length."""
-        async with self.ctx.db.transaction() as session:
-            row = (
-                await session.execute(
-                    select(models.Run.status, models.Run.log_length).where(models.Run.id == self.run_id)
-                )
-            ).one()
-            ended = _finished(row.status)
-            if not ended and self.step is not None:
-                step_status = await session.scalar(
-                    select(models.RunStep.status).where(
-                        models.RunStep.run_id == self.run_id, models.RunStep.name == self.step
-                    )
-                )
-                ended = step_status in FINAL_STEP_STATUSES
-        return ended, int(row.log_length)
-
-    async def read(self, up_to: int | None = None) -> AsyncIterator[LogChunk]:
-        """What is stored after the offset, in as many reads as it takes."""
-        while up_to is None or self.offset < up_to:
-            async with self.ctx.db.transaction() as session:
-                part = await read_log(session, self.run_id, self.offset, self.step)
-            if not part.text:
-                return
-            self.offset = part.next_offset
-            yield LogChunk(text=part.text, next_offset=part.next_offset)
-
-    def ends_with(self, event: dict[str, Any]) -> bool:
-        if event.get("type") == "status":
-            return _finished(event.get("status"))
-        return (
-            self.step is not None
-            and event.get("type") == "step"
-            and event.get("step") == self.step
-            and event.get("status") in FINAL_STEP_STATUSES
-        )
-
-    def news_in(self, event: dict[str, Any]) -> int | None:
-        """For a log event with text past the offset (of our step), where that text ends."""
-        if event.get("type") != "log" or (self.step is not None and event.get("step") != self.step):
-            return None
-        end = event.get("end")
-        if not isinstance(end, int):
-            return self.offset + 1
-        return end if end > self.offset else None
-
-
-async def follow_log(ctx: Context, tail: LogTail) -> AsyncIterator[LogChunk]:
-    async with ctx.pubsub.subscribe(run_channel(tail.run_id)) as events:
-        ended, length = await tail.state()
-        async for chunk in tail.read(length):
-            yield chunk
-        while not ended:
-            event = await events.next(SAFETY_POLL_SECONDS)
-            if event is None:
-                ended, length = await tail.state()
-                async for chunk in tail.read(length):
-                    yield chunk
-            elif event is CLOSED:
-                return
-            elif tail.ends_with(event):
-                ended = True
-                async for chunk in tail.read():
-                    yield chunk
-            elif (end := tail.news_in(event)) is not None:
-                async for chunk in tail.read(end):
-                    yield chunk
 
 
 # Runs -----------------------------------------------------------------------------------------
@@ -307,8 +229,8 @@ class Subscription:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         run = await run_of_org(info, org, str(run_id))
         ctx = info.context.app
-        async for chunk in follow_log(ctx, LogTail(ctx, run.id, step, from_offset)):
-            yield chunk
+        async for part in follow_log(ctx, LogTail(ctx, run.id, step, from_offset)):
+            yield LogChunk(text=part.text, next_offset=part.next_offset)
 
     @strawberry.subscription(
         description="The run now, then again whenever its status, steps, commit, configuration or summary "

@@ -15,11 +15,10 @@ from firstlume.api.rest.org_routes import org_request
 from firstlume.api.rest.serializers import changes_json, runs_json
 from firstlume.db.models import ResourceChange, Run, RunStep
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import FINISHED, RunStatus
-from firstlume.pubsub import CLOSED, run_channel
+from firstlume.domain.runs import FINISHED
 from firstlume.services import catalog, runs
 from firstlume.services.context import Actor, Context, Unit
-from firstlume.services.logs import read_log
+from firstlume.services.logs import LogTail, follow_log, read_log
 
 
 @endpoint
@@ -145,40 +144,13 @@ async def logs(request: Request) -> Response:
             part = await read_log(unit.session, run.id, 0, step)
             return PlainTextResponse(part.text)
     return StreamingResponse(
-        follow_log(context_of(request), run.id, step), media_type="text/plain; charset=utf-8"
+        _follow_text(context_of(request), run.id, step), media_type="text/plain; charset=utf-8"
     )
 
 
-async def _ended(ctx: Context, run_id: str, step: str | None) -> bool:
-    async with ctx.db.transaction() as session:
-        status = await session.scalar(select(Run.status).where(Run.id == run_id))
-        if status is None or RunStatus(status) in FINISHED:
-            return True
-        if step is None:
-            return False
-        step_status = await session.scalar(
-            select(RunStep.status).where(RunStep.run_id == run_id, RunStep.name == step)
-        )
-        return step_status in ("done", "failed", "skipped")
-
-
-async def follow_log(ctx: Context, run_id: str, step: str | None) -> AsyncIterator[str]:
-    """Subscribe first, then read what is stored, then read again on every event: a line written
-    between the read and the subscription cannot be missed, and offsets make sure none repeats."""
-    offset = 0
-    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
-        while True:
-            ended = await _ended(ctx, run_id, step)
-            async with ctx.db.transaction() as session:
-                part = await read_log(session, run_id, offset, step)
-            offset = part.next_offset
-            if part.text:
-                yield part.text
-            if ended:
-                return
-            # Wake on the next event, or re-check at least every second in case one was lost.
-            if await events.next(seconds=1.0) is CLOSED:
-                return
+async def _follow_text(ctx: Context, run_id: str, step: str | None) -> AsyncIterator[str]:
+    async for part in follow_log(ctx, LogTail(ctx, run_id, step, 0)):
+        yield part.text
 
 
 R = "/api/v1/orgs/{org}/runs/{run}"
