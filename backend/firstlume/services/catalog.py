@@ -20,6 +20,12 @@ from firstlume.services.validation import (
 STACK_FIELDS = {"slug", "name", "folder", "repository", "branch", "path", "git_https_token", "git_ssh_key"}
 
 
+def path_prefixes(path: str) -> list[str]:
+    """A folder path and its ancestors' paths, outermost first: "a/b" → ["a", "a/b"]."""
+    segments = path.split("/")
+    return ["/".join(segments[: i + 1]) for i in range(len(segments))]
+
+
 async def folder_by_path(session: AsyncSession, org: Organization, path: str) -> Folder:
     folder = await session.scalar(select(Folder).where(Folder.org_id == org.id, Folder.path == path))
     if folder is None:
@@ -31,7 +37,7 @@ async def ensure_folder(session: AsyncSession, org: Organization, path: str) -> 
     """Creates the folder and any missing parents; returns it and whether it was new."""
     path = require_folder_path("path", path)
     segments = path.split("/")
-    wanted = ["/".join(segments[: i + 1]) for i in range(len(segments))]
+    wanted = path_prefixes(path)
     existing = {
         f.path: f
         for f in await session.scalars(select(Folder).where(Folder.org_id == org.id, Folder.path.in_(wanted)))
@@ -61,8 +67,7 @@ async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Fol
     folder = await session.get(Folder, folder_id)
     if folder is None:
         return []
-    segments = folder.path.split("/")
-    prefixes = ["/".join(segments[: i + 1]) for i in range(len(segments))]
+    prefixes = path_prefixes(folder.path)
     rows = await session.scalars(
         select(Folder).where(Folder.org_id == folder.org_id, Folder.path.in_(prefixes))
     )

@@ -30,6 +30,7 @@ from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.runs import mark_changes_pending, set_step
 from firstlume.services.transitions import change_status
+from firstlume.services.validation import require_str
 
 STEP_STATUSES = ("running", "done", "failed", "skipped")
 RESOURCE_STATES = ("pending", "applying", "done", "failed", "not_applied")
@@ -132,11 +133,7 @@ def _str_field(
     value = body.get(name)
     if value is None and not required:
         return None
-    if not isinstance(value, str):
-        raise InvalidRequest(f"'{name}' must be a string.", field=name)
-    if len(value) > max_length:
-        raise InvalidRequest(f"'{name}' must be at most {max_length} characters.", field=name)
-    return value
+    return require_str(name, value, max_length=max_length, allow_empty=True)
 
 
 async def record_commit(unit: Unit, run: Run, token: PhaseToken, body: dict[str, Any]) -> None:

@@ -31,6 +31,10 @@ def scope_name(scope: Scope) -> str:
     return {Organization: "organization", Folder: "folder", Stack: "stack"}[type(scope)]
 
 
+def org_id_of(scope: Scope) -> str:
+    return scope.id if isinstance(scope, Organization) else scope.org_id
+
+
 def explicit_settings(scope: Scope) -> dict[str, bool | None]:
     return {name: getattr(scope, name) for name in SETTING_NAMES}
 
@@ -85,7 +89,7 @@ def _variable_context(org_id: str, scope: str, scope_id: str, name: str) -> str:
 
 
 async def list_variables(session: AsyncSession, scope: Scope) -> list[Variable]:
-    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    org_id = org_id_of(scope)
     return list(
         await session.scalars(
             select(Variable)
@@ -134,7 +138,7 @@ async def put_variable(
         raise InvalidRequest(f"'kind' must be terraform or env; got {kind!r}.", field="kind")
     if kind == "env" and not isinstance(value, str):
         raise InvalidRequest("An env variable's 'value' must be a string.", field="value")
-    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    org_id = org_id_of(scope)
     scope_label = scope_name(scope)
     variable = await session.scalar(
         select(Variable).where(
@@ -158,7 +162,7 @@ async def put_variable(
 
 
 async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> None:
-    org_id = scope.id if isinstance(scope, Organization) else scope.org_id
+    org_id = org_id_of(scope)
     result = await session.execute(
         delete(Variable).where(
             Variable.org_id == org_id,
