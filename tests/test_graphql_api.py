@@ -14,6 +14,7 @@ import pytest
 from conftest import Tenant, make_stack, make_tenant
 from firstlume.services import accounts, dispatch
 from firstlume.services.context import Context
+from support.executor_api import ExecutorReports
 from support.runs import plan_run, start, status_of
 from support.snapshot import snapshot
 
@@ -68,30 +69,9 @@ async def data(client: httpx.AsyncClient, tenant: Tenant | None, query: str, **v
     return body["data"]
 
 
-class Executor:
-    """The executor protocol over HTTP, with one phase token."""
-
-    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
-        self.client = client
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.offset = 0
-
-    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        response = await self.client.post(f"/api/v1/executor/{path}", json=body, headers=self.headers)
-        assert response.status_code in (200, 204), response.text
-        return response
-
-    async def step(self, name: str, status: str) -> None:
-        await self.post("steps", {"name": name, "status": status})
-
-    async def log(self, step: str, text: str) -> None:
-        response = await self.post("logs", {"offset": self.offset, "step": step, "text": text})
-        self.offset = response.json()["next_offset"]
-
-
-async def claim_one(ctx: Context, client: httpx.AsyncClient) -> Executor:
+async def claim_one(ctx: Context, client: httpx.AsyncClient) -> ExecutorReports:
     [launch] = await dispatch.claim_plans(ctx)
-    return Executor(client, launch.token)
+    return ExecutorReports(client, launch.token)
 
 
 START = """mutation($org: String!, $stack: String!, $type: RunType!) {

@@ -27,6 +27,7 @@ from conftest import (
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.e2e import make_stack_repo
+from support.executor_api import ExecutorReports
 from support.graphql_ws import GraphQLWebSocket, Rejected, SubscriptionError, ws_url
 from support.terraform import requires_terraform
 
@@ -63,40 +64,6 @@ PLAN_JSON = {
         for name in ("a", "b")
     ],
 }
-
-
-class Executor:
-    """One phase of a run, reported over the executor HTTP API as the real executor would."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=f"{base_url}/api/v1/executor", headers={"Authorization": f"Bearer {token}"}, timeout=30
-        )
-        self.offset = 0
-        self.written = ""
-
-    async def close(self) -> None:
-        await self.http.aclose()
-
-    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        response = await self.http.post(f"/{path}", json=body)
-        assert response.status_code in (200, 204), response.text
-        return response
-
-    async def step(self, name: str, status: str) -> None:
-        await self.post("steps", {"name": name, "status": status})
-
-    async def log(self, step: str, text: str) -> None:
-        response = await self.post("logs", {"offset": self.offset, "step": step, "text": text})
-        self.offset = response.json()["next_offset"]
-        self.written += text
-
-    async def plan(self, plan_json: dict[str, Any] = PLAN_JSON) -> None:
-        await self.post("plan", {"plan_file_b64": "cGxhbg==", "plan_json": plan_json, "variables": []})
-
-    async def finish(self, status: str = "succeeded", error: str | None = None) -> str:
-        response = await self.post("finish", {"status": status, "error": error})
-        return response.json()["status"]  # type: ignore[no-any-return]
 
 
 class Api:
@@ -143,9 +110,9 @@ async def api(server: LiveServer, tenant: Tenant, ctx: Context) -> AsyncIterator
     await client.close()
 
 
-async def claim(ctx: Context, server: LiveServer, *, apply: bool = False) -> Executor:
+async def claim(ctx: Context, server: LiveServer, *, apply: bool = False) -> ExecutorReports:
     [launch] = await (dispatch.claim_applies(ctx) if apply else dispatch.claim_plans(ctx))
-    return Executor(server.url, launch.token)
+    return ExecutorReports.served(server.url, launch.token)
 
 
 def text_of(messages: list[Any]) -> str:
@@ -172,7 +139,7 @@ async def test_a_log_line_written_by_the_executor_reaches_the_subscriber(
             "runLog": {"text": "HEAD is now at 1a2b3c4 Add the network\n", "nextOffset": 60}
         }
         await executor.step("checkout", "done")
-        await executor.plan()
+        await executor.plan(PLAN_JSON)
         assert await executor.finish() == "planned"
         assert await log.until_complete() == []
     await executor.close()
@@ -190,7 +157,7 @@ async def test_a_client_that_reconnects_from_its_offset_gets_every_line_exactly_
         for line in lines:
             await executor.log("plan", line)
         await executor.step("plan", "done")
-        await executor.plan()
+        await executor.plan(PLAN_JSON)
         await executor.finish()
 
     writer = asyncio.create_task(write())
@@ -230,7 +197,7 @@ async def test_a_step_log_carries_only_that_step_and_ends_with_it(
         assert text_of(await init.until_complete()) == "init 1\ninit 2\n"
         await executor.step("plan", "running")
         await executor.log("plan", "plan 1\n")
-        await executor.plan()
+        await executor.plan(PLAN_JSON)
         await executor.finish()
         assert text_of(await whole.until_complete()) == "checkout 1\ninit 1\ninit 2\nplan 1\n"
     await executor.close()
@@ -269,7 +236,7 @@ async def test_status_steps_and_resource_states_follow_the_run_until_it_ends(
         assert await updates.until(
             lambda m: m["runUpdated"]["steps"] == [{"name": "plan", "status": "RUNNING"}]
         )
-        await planner.plan()
+        await planner.plan(PLAN_JSON)
         await planner.step("plan", "done")
         await planner.finish()
         awaiting = await updates.until(lambda m: m["runUpdated"]["status"] == "AWAITING_APPROVAL")
@@ -334,7 +301,7 @@ async def test_active_runs_are_listed_live_with_approval_highlighted(
             (first, "QUEUED", 1), (second, "QUEUED", 2),
         ]  # fmt: skip
         executor = await claim(ctx, server)
-        await executor.plan()
+        await executor.plan(PLAN_JSON)
         await executor.finish()
         highlighted = await active.until(lambda m: any(r["awaitingApproval"] for r in m["activeRuns"]))
         third = await api.start("dns", "plan")
