@@ -223,9 +223,3 @@ async def queue_positions(session: AsyncSession, runs: list[Run]) -> dict[str, i
         counters[row.stack_id] = counters.get(row.stack_id, 0) + 1
         positions[row.id] = counters[row.stack_id]
     return positions
-
-
-def notify_org(unit: Unit, run: Run) -> None:
-    unit.publish_after_commit(
-        org_runs_channel(run.org_id), {"type": "run", "run_id": run.id, "status": run.status}
-    )
