@@ -437,20 +437,21 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
         return await change_status(unit, run, RunStatus.APPLIED, actor="executor")
     if not run.has_plan:
         return await fail_run(unit, run, "The plan phase ended without uploading a plan.", actor="executor")
-    stack = await session.get(Stack, run.stack_id)
-    assert stack is not None
-    # The approval rules are read now, when the plan finishes, and recorded with their origins.
-    rules = await effective_settings(session, stack)
+    run_type = RunType(run.type)
     has_changes = bool(run.summary_delete or run.summary_replace or run.summary_update or run.summary_create)
-    target = status_after_plan(RunType(run.type), has_changes, bool(rules["require_approval"].value))
     recorded: dict[str, Any] = {}
-    if RunType(run.type).intends_to_apply:
+    if run_type.intends_to_apply:
+        # The approval rules are read now, when the plan finishes, and recorded with their origins.
+        stack = await session.get(Stack, run.stack_id)
+        assert stack is not None
+        rules = await effective_settings(session, stack)
         recorded = {
             "approval_required": bool(rules["require_approval"].value),
             "approval_required_origin": rules["require_approval"].origin,
             "confirm_destructive": bool(rules["confirm_destructive"].value),
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
         }
+    target = status_after_plan(run_type, has_changes, bool(recorded.get("approval_required")))
     if target == RunStatus.AWAITING_APPROVAL:
         await set_step(unit, run, "approval", "running")
     elif target == RunStatus.APPLY_QUEUED:
