@@ -42,6 +42,34 @@ class RunStatus(StrEnum):
     CANCELED = "canceled"
 
 
+class StepStatus(StrEnum):
+    """A step of a run: checkout, init, plan, approval, apply, …"""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class ResourceState(StrEnum):
+    """A planned change's state during the apply (the documentation's table)."""
+
+    PENDING = "pending"
+    APPLYING = "applying"
+    DONE = "done"
+    FAILED = "failed"
+    NOT_APPLIED = "not_applied"
+
+
+class TriggerKind(StrEnum):
+    """What started a run."""
+
+    MANUAL = "manual"
+    PUSH = "push"
+    SCHEDULE = "schedule"
+
+
 class Phase(StrEnum):
     """What an executor does: the plan phase or the apply phase of a run."""
 
@@ -78,7 +106,9 @@ FINISHED: frozenset[RunStatus] = frozenset(s for s, exits in TRANSITIONS.items()
 ACTIVE: frozenset[RunStatus] = WAITING | HOLDS_LOCK
 
 # A step in one of these statuses has ended.
-FINISHED_STEP_STATUSES: frozenset[str] = frozenset({"done", "failed", "skipped"})
+FINISHED_STEP_STATUSES: frozenset[StepStatus] = frozenset(
+    {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}
+)
 
 # Which phase an executor runs while the run is in a running status.
 PHASE_OF_RUNNING_STATUS: dict[RunStatus, Phase] = {S.PLANNING: Phase.PLAN, S.APPLYING: Phase.APPLY}
