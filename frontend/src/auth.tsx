@@ -1,5 +1,6 @@
-import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
-import { ApiError, closeSockets, onUnauthenticated, request, storeToken, storedToken } from "./api/client";
+import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
+import { Provider } from "urql";
+import { ApiError, apiError, createApiClient, storeToken, storedToken, type ApiClient } from "./api/client";
 import { ViewerDocument, type ViewerQuery } from "./graphql/generated";
 
 type Viewer = ViewerQuery["viewer"];
@@ -15,6 +16,14 @@ type Auth = {
 
 const AuthContext = createContext<Auth | null>(null);
 
+async function viewerOf(api: ApiClient): Promise<Viewer> {
+  const result = await api.client.query(ViewerDocument, {}, { requestPolicy: "network-only" }).toPromise();
+  if (result.error) throw apiError(result.error);
+  if (!result.data) throw new ApiError("unexpected", "The server answered without data. Try again.");
+  return result.data.viewer;
+}
+
+/** The token, who it belongs to, and one API client (with its cache and socket) per token. */
 export function AuthProvider({ children }: { children: ReactNode }) {
   const [token, setToken] = useState<string | null>(storedToken);
   const [viewer, setViewer] = useState<Viewer | null>(null);
@@ -22,42 +31,49 @@ export function AuthProvider({ children }: { children: ReactNode }) {
 
   const signOut = useCallback((why?: string) => {
     storeToken(null);
-    closeSockets();
     setToken(null);
     setViewer(null);
     setNotice(why ?? null);
   }, []);
+  const refused = useRef(() => signOut("The server no longer accepts your API token. Sign in again."));
+
+  const api = useMemo(() => (token ? createApiClient(token, () => refused.current()) : null), [token]);
+  useEffect(() => () => api?.dispose(), [api]);
 
   const signIn = useCallback(async (candidate: string) => {
     const trimmed = candidate.trim();
     if (!trimmed) throw new ApiError("invalid_input", "Paste an API token first.");
-    const data = await request(ViewerDocument, {}, trimmed);
-    storeToken(trimmed);
-    setNotice(null);
-    setViewer(data.viewer);
-    setToken(trimmed);
+    const probe = createApiClient(trimmed);
+    try {
+      const who = await viewerOf(probe);
+      storeToken(trimmed);
+      setNotice(null);
+      setViewer(who);
+      setToken(trimmed);
+    } finally {
+      probe.dispose();
+    }
   }, []);
-
-  useEffect(
-    () => onUnauthenticated(() => signOut("The server no longer accepts your API token. Sign in again.")),
-    [signOut],
-  );
 
   // A token kept from an earlier visit: learn who it belongs to.
   useEffect(() => {
-    if (!token || viewer) return;
+    if (!api || viewer) return;
     let live = true;
-    request(ViewerDocument, {}, token).then(
-      (data) => live && setViewer(data.viewer),
+    viewerOf(api).then(
+      (who) => live && setViewer(who),
       (error: ApiError) => live && error.code !== "unauthenticated" && setNotice(error.message),
     );
     return () => {
       live = false;
     };
-  }, [token, viewer]);
+  }, [api, viewer]);
 
   const value = useMemo(() => ({ token, viewer, notice, signIn, signOut }), [token, viewer, notice, signIn, signOut]);
-  return <AuthContext.Provider value={value}>{children}</AuthContext.Provider>;
+  return (
+    <AuthContext.Provider value={value}>
+      {api ? <Provider value={api.client}>{children}</Provider> : children}
+    </AuthContext.Provider>
+  );
 }
 
 export function useAuth(): Auth {
@@ -66,7 +82,7 @@ export function useAuth(): Auth {
   return auth;
 }
 
-/** The signed-in token; the screens that call this are only rendered when there is one. */
+/** The signed-in token (for the REST routes, such as a log's download); only rendered signed in. */
 export function useToken(): string {
   const { token } = useAuth();
   if (!token) throw new Error("useToken while signed out");

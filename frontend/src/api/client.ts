@@ -1,7 +1,9 @@
-// The only code that talks to the server: GraphQL over HTTP for queries and mutations, and
-// graphql-transport-ws for subscriptions. Errors leave here as sentences a person can act on.
-import { createClient, type Client } from "graphql-ws";
-import type { Doc } from "../graphql/generated";
+// The only code that talks to the server: one urql client per API token, GraphQL over HTTP for
+// queries and mutations and graphql-transport-ws for subscriptions, through a normalized cache
+// (api/cache.ts). Errors leave here as sentences a person can act on.
+import { Client, fetchExchange, mapExchange, subscriptionExchange, type CombinedError } from "@urql/core";
+import { createClient as createSocket } from "graphql-ws";
+import { cacheExchange } from "./cache";
 
 const TOKEN_KEY = "firstlume.token";
 
@@ -30,11 +32,11 @@ const MESSAGES: Record<string, string> = {
   too_complex: "That request was too large for the server. Narrow it down and try again.",
 };
 
-type GraphQLErrorShape = { message?: string; extensions?: { code?: string } };
+type GraphQLErrorShape = { message?: string; extensions?: { code?: unknown } | null };
 
-export function errorFrom(errors: GraphQLErrorShape[]): ApiError {
+function fromGraphQLErrors(errors: readonly GraphQLErrorShape[]): ApiError {
   const first = errors[0] ?? {};
-  const code = first.extensions?.code ?? "unexpected";
+  const code = typeof first.extensions?.code === "string" ? first.extensions.code : "unexpected";
   const message = first.message ?? "";
   if (code === "unauthenticated") return new ApiError(code, MESSAGES.unauthenticated);
   if (!message || message === "Unexpected error.") return new ApiError(code, MESSAGES.unexpected);
@@ -42,101 +44,68 @@ export function errorFrom(errors: GraphQLErrorShape[]): ApiError {
   return new ApiError(code, message);
 }
 
-/** Listeners told when the server refuses the token, so the app can sign out. */
-const unauthenticatedListeners = new Set<() => void>();
-export function onUnauthenticated(listener: () => void): () => void {
-  unauthenticatedListeners.add(listener);
-  return () => unauthenticatedListeners.delete(listener);
-}
-function refused(error: ApiError): ApiError {
-  if (error.code === "unauthenticated") unauthenticatedListeners.forEach((listener) => listener());
-  return error;
+function closeCode(value: unknown): number | null {
+  return typeof value === "object" && value !== null && typeof (value as { code?: unknown }).code === "number"
+    ? (value as { code: number }).code
+    : null;
 }
 
-export async function request<R, V>(doc: Doc<R, V>, variables: V, token: string): Promise<R> {
-  let response: Response;
-  try {
-    response = await fetch("/graphql", {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-      body: JSON.stringify({ query: doc, variables }),
-    });
-  } catch {
-    throw new ApiError("network", MESSAGES.network);
+/** What a failed operation means, in words. */
+export function apiError(error: CombinedError): ApiError {
+  if (error.graphQLErrors.length) return fromGraphQLErrors(error.graphQLErrors);
+  const network: unknown = error.networkError;
+  // A WebSocket the server closed because it refused the token (graphql-transport-ws: 4401/4403).
+  const code = closeCode(network);
+  if (code === 4401 || code === 4403) return new ApiError("unauthenticated", MESSAGES.unauthenticated);
+  const status = (error.response as Response | undefined)?.status;
+  if (status && status >= 400) {
+    return new ApiError("http", `The server answered HTTP ${status} without a usable reply. Try again in a moment.`);
   }
-  let body: { data?: R | null; errors?: GraphQLErrorShape[] };
-  try {
-    body = await response.json();
-  } catch {
-    throw new ApiError(
-      "http",
-      `The server answered HTTP ${response.status} without a usable reply. Try again in a moment.`,
-    );
-  }
-  if (body.errors?.length) throw refused(errorFrom(body.errors));
-  if (!body.data) throw new ApiError("unexpected", MESSAGES.unexpected);
-  return body.data;
+  return new ApiError("network", MESSAGES.network);
 }
 
-// Subscriptions --------------------------------------------------------------------------------
+export type ApiClient = { client: Client; dispose: () => void };
 
-let socket: { token: string; client: Client } | null = null;
-
-function socketFor(token: string): Client {
-  if (socket?.token !== token) {
-    void socket?.client.dispose();
-    const url = new URL("/graphql", window.location.href);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    socket = {
-      token,
-      client: createClient({
-        url: url.toString(),
-        connectionParams: { authorization: `Bearer ${token}` },
-        lazy: true,
-        keepAlive: 20_000,
-        // Resubscribing is ours (useSubscription): a log resumes from its offset, not from 0.
-        retryAttempts: 0,
-        shouldRetry: () => false,
+/**
+ * A client for one token. `onUnauthenticated` is told when the server refuses the token, over
+ * HTTP or WebSocket, so the app can sign out.
+ */
+export function createApiClient(token: string, onUnauthenticated: () => void = () => {}): ApiClient {
+  const url = new URL("/graphql", window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const socket = createSocket({
+    url: url.toString(),
+    connectionParams: { authorization: `Bearer ${token}` },
+    lazy: true,
+    keepAlive: 20_000,
+    // Resubscribing is ours (useLiveSubscription): a log resumes from its offset, not from 0.
+    retryAttempts: 0,
+    shouldRetry: () => false,
+  });
+  const client = new Client({
+    url: "/graphql",
+    fetchOptions: { headers: { authorization: `Bearer ${token}` } },
+    preferGetMethod: false,
+    exchanges: [
+      mapExchange({
+        onError(error) {
+          if (apiError(error).code === "unauthenticated") onUnauthenticated();
+        },
       }),
-    };
-  }
-  return socket.client;
-}
-
-export function closeSockets(): void {
-  void socket?.client.dispose();
-  socket = null;
-}
-
-export type SubscriptionSink<R> = {
-  next: (data: R) => void;
-  /** `retry` is true when the connection broke (not the operation): subscribing again may work. */
-  error: (error: ApiError, retry: boolean) => void;
-  complete: () => void;
-};
-
-export function subscribe<R, V>(doc: Doc<R, V>, variables: V, token: string, sink: SubscriptionSink<R>): () => void {
-  return socketFor(token).subscribe<R>(
-    { query: doc, variables: variables as Record<string, unknown> },
-    {
-      next: (result) => {
-        if (result.errors?.length) sink.error(refused(errorFrom(result.errors as GraphQLErrorShape[])), false);
-        else if (result.data) sink.next(result.data);
-      },
-      error: (error: unknown) => {
-        if (Array.isArray(error)) {
-          sink.error(refused(errorFrom(error as GraphQLErrorShape[])), false);
-        } else if (isCloseEvent(error) && (error.code === 4403 || error.code === 4401)) {
-          sink.error(refused(new ApiError("unauthenticated", MESSAGES.unauthenticated)), false);
-        } else {
-          sink.error(new ApiError("network", MESSAGES.network), true);
-        }
-      },
-      complete: sink.complete,
-    },
-  );
-}
-
-function isCloseEvent(value: unknown): value is { code: number } {
-  return typeof value === "object" && value !== null && typeof (value as { code?: unknown }).code === "number";
+      cacheExchange,
+      fetchExchange,
+      subscriptionExchange({
+        forwardSubscription(request) {
+          const input = { ...request, query: request.query ?? "" };
+          return {
+            subscribe(sink) {
+              const unsubscribe = socket.subscribe(input, sink);
+              return { unsubscribe };
+            },
+          };
+        },
+      }),
+    ],
+  });
+  return { client, dispose: () => void socket.dispose() };
 }

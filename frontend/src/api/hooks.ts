@@ -1,57 +1,68 @@
 import { useCallback, useEffect, useRef, useState } from "react";
-import { useToken } from "../auth";
-import type { Doc } from "../graphql/generated";
-import { ApiError, request, subscribe } from "./client";
+import { useClient, useQuery, type AnyVariables, type TypedDocumentNode } from "urql";
+import { onEnd, pipe, subscribe } from "wonka";
+import { ApiError, apiError } from "./client";
 
 export type QueryState<R> = {
   data: R | undefined;
   error: ApiError | null;
   loading: boolean;
+  /** Reads again from the server; resolves once the cache (and so the screen) has the answer. */
   refetch: () => Promise<void>;
 };
 
 /**
- * A query, read again whenever its variables or `refreshKey` change. The last data stays on
- * screen while a new read is in flight, so live refreshes never flash a loading state.
+ * A query through the normalized cache: what the cache has shows at once, and the server is
+ * asked too. When `refreshKey` changes it is read again from the server; the last data stays on
+ * screen meanwhile, so live refreshes never flash a loading state.
  */
-export function useQuery<R, V>(doc: Doc<R, V>, variables: V, refreshKey: unknown = null): QueryState<R> {
-  const token = useToken();
-  const [data, setData] = useState<R | undefined>(undefined);
-  const [error, setError] = useState<ApiError | null>(null);
-  const [loading, setLoading] = useState(true);
-  const key = JSON.stringify(variables);
-  const latest = useRef(0);
-  const varsRef = useRef(variables);
-  varsRef.current = variables;
+export function useApiQuery<R, V extends AnyVariables>(
+  doc: TypedDocumentNode<R, V>,
+  variables: V,
+  options: { refreshKey?: unknown; pause?: boolean } = {},
+): QueryState<R> {
+  const client = useClient();
+  const [result, reexecute] = useQuery<R, V>({
+    query: doc,
+    variables,
+    requestPolicy: "cache-and-network",
+    pause: options.pause,
+  } as Parameters<typeof useQuery<R, V>>[0]);
 
-  const refetch = useCallback(async () => {
-    const ticket = ++latest.current;
-    setLoading(true);
-    try {
-      const result = await request(doc, varsRef.current, token);
-      if (ticket === latest.current) {
-        setData(result);
-        setError(null);
-      }
-    } catch (caught) {
-      if (ticket === latest.current) setError(caught as ApiError);
-    } finally {
-      if (ticket === latest.current) setLoading(false);
-    }
-  }, [doc, token]);
-
-  // Other variables mean other data: don't show the previous page's data under the new key.
-  const shownKey = useRef(key);
-  if (shownKey.current !== key) {
-    shownKey.current = key;
-    if (data !== undefined) setData(undefined);
-  }
-
+  const refreshKey = options.refreshKey ?? null;
+  const seenKey = useRef(refreshKey);
   useEffect(() => {
-    void refetch();
-  }, [refetch, key, refreshKey]);
+    if (seenKey.current === refreshKey) return;
+    seenKey.current = refreshKey;
+    reexecute({ requestPolicy: "network-only" });
+  }, [refreshKey, reexecute]);
 
-  return { data, error, loading, refetch };
+  const variablesRef = useRef(variables);
+  variablesRef.current = variables;
+  const refetch = useCallback(async () => {
+    await client.query(doc, variablesRef.current, { requestPolicy: "network-only" }).toPromise();
+  }, [client, doc]);
+
+  return {
+    data: result.data ?? undefined,
+    error: result.error ? apiError(result.error) : null,
+    loading: result.fetching,
+    refetch,
+  };
+}
+
+/** A mutation as a promise of its data; a failed request rejects with an ApiError in words. */
+export function useMutate() {
+  const client = useClient();
+  return useCallback(
+    async <R, V extends AnyVariables>(doc: TypedDocumentNode<R, V>, variables: V): Promise<R> => {
+      const result = await client.mutation(doc, variables).toPromise();
+      if (result.error) throw apiError(result.error);
+      if (!result.data) throw new ApiError("unexpected", "The server answered without data. Try again.");
+      return result.data;
+    },
+    [client],
+  );
 }
 
 export type SubscriptionState = {
@@ -62,15 +73,16 @@ export type SubscriptionState = {
 };
 
 /**
- * A subscription while `variables` is not null. When the connection breaks it subscribes again,
- * with `resume()`'s variables when given (a log continues from its offset), after a short wait.
+ * A subscription while `variables` is not null; its results also update the normalized cache.
+ * When the connection breaks it subscribes again, with `resume()`'s variables when given (a log
+ * continues from its offset), after a short wait that grows with each failure.
  */
-export function useSubscription<R, V>(
-  doc: Doc<R, V>,
+export function useLiveSubscription<R, V extends AnyVariables>(
+  doc: TypedDocumentNode<R, V>,
   variables: V | null,
   handlers: { next: (data: R) => void; complete?: () => void; resume?: () => V },
 ): SubscriptionState {
-  const token = useToken();
+  const client = useClient();
   const [state, setState] = useState<SubscriptionState>({ error: null, live: false, completed: false });
   const handlersRef = useRef(handlers);
   handlersRef.current = handlers;
@@ -85,27 +97,35 @@ export function useSubscription<R, V>(
     setState({ error: null, live: false, completed: false });
 
     const start = (vars: V) => {
-      stop = subscribe(doc, vars, token, {
-        next: (data) => {
-          attempt = 0;
-          setState((s) => (s.live && !s.error ? s : { error: null, live: true, completed: false }));
-          handlersRef.current.next(data);
-        },
-        error: (error, retry) => {
-          setState({ error, live: false, completed: false });
-          if (retry && !disposed) {
-            const wait = Math.min(10_000, 500 * 2 ** attempt++);
-            timer = window.setTimeout(() => {
-              const again = handlersRef.current.resume?.() ?? (JSON.parse(key) as V);
-              start(again);
-            }, wait);
-          }
-        },
-        complete: () => {
+      let failed = false;
+      const { unsubscribe } = pipe(
+        client.subscription(doc, vars),
+        onEnd(() => {
+          if (disposed || failed) return;
           setState({ error: null, live: false, completed: true });
           handlersRef.current.complete?.();
-        },
-      });
+        }),
+        subscribe((result) => {
+          if (result.error) {
+            failed = true;
+            const error = apiError(result.error);
+            setState({ error, live: false, completed: false });
+            stop?.();
+            // The connection broke, not the operation: subscribing again may work.
+            if (error.code === "network" && !disposed) {
+              const wait = Math.min(10_000, 500 * 2 ** attempt++);
+              timer = window.setTimeout(() => start(handlersRef.current.resume?.() ?? (JSON.parse(key) as V)), wait);
+            }
+            return;
+          }
+          if (result.data) {
+            attempt = 0;
+            setState((s) => (s.live && !s.error ? s : { error: null, live: true, completed: false }));
+            handlersRef.current.next(result.data);
+          }
+        }),
+      );
+      stop = unsubscribe;
     };
     start(JSON.parse(key) as V);
     return () => {
@@ -113,7 +133,7 @@ export function useSubscription<R, V>(
       window.clearTimeout(timer);
       stop?.();
     };
-  }, [doc, token, key]);
+  }, [client, doc, key]);
 
   return state;
 }
