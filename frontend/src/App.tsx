@@ -1,7 +1,7 @@
-import { Link, Navigate, Route, Routes } from "react-router";
+import { Navigate, Route, Routes } from "react-router";
 import { useAuth } from "./auth";
 import { OrgLayout } from "./components/Layout";
-import { Empty, ErrorBox, Loading } from "./components/ui";
+import { Empty, ErrorBox, Loading, NotFoundPage, usePageTitle } from "./components/ui";
 import { SignInPage } from "./pages/SignIn";
 import { StacksPage } from "./pages/Stacks";
 import { StackPage } from "./pages/Stack";
@@ -22,9 +22,9 @@ export function App() {
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />
-        <Route path="*" element={<NotFound />} />
+        <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
       </Route>
-      <Route path="*" element={<NotFound />} />
+      <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
     </Routes>
   );
 }
@@ -32,25 +32,18 @@ export function App() {
 /** The first organization of the signed-in user. */
 function Home() {
   const { viewer, notice } = useAuth();
+  usePageTitle();
   if (notice) return <ErrorBox error={notice} />;
   if (!viewer) return <Loading what="your organizations" />;
   const first = viewer.organizations[0];
   if (!first) {
     return (
-      <div className="center-page">
+      <main className="center-page">
         <Empty title="Your token belongs to no organization.">
           Ask an administrator to add you: <code>firstlume token create --org &lt;slug&gt; --user {viewer.email}</code>
         </Empty>
-      </div>
+      </main>
     );
   }
   return <Navigate to={`/orgs/${first.slug}/stacks`} replace />;
-}
-
-function NotFound() {
-  return (
-    <Empty title="There is nothing at this address.">
-      <Link to="/">Go to your stacks</Link>
-    </Empty>
-  );
 }

@@ -5,12 +5,18 @@ Chromium on the UI that conftest's `server` serves. The UI must be
 built into backend/firstlume/static/ first (`make frontend`; `make test` does it), and Chromium
 must be at /usr/bin/chromium (scripts/ensure-test-services.sh installs it). Every screenshot
 lands in test-artifacts/screenshots/.
+
+`UI.check_screen` is what every screen must pass at every size: nothing scrolls sideways (the
+document and the main content box), and axe-core (frontend/node_modules/axe-core, pinned in
+package.json) finds no serious or critical accessibility violation.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
@@ -29,6 +35,12 @@ CHROMIUM_ARGS = [
 ]
 BUILT_UI = ROOT / "backend" / "firstlume" / "static" / "index.html"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+
+# The sizes every screen is checked at: a laptop and a phone.
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 # Real Terraform runs take seconds; a UI assertion waits for them, never longer than this.
 expect.set_options(timeout=60_000)
@@ -42,8 +54,8 @@ class UI:
         self.server = server
         self.pages: list[tuple[BrowserContext, Page, list[str]]] = []
 
-    def open(self) -> Page:
-        context = self.browser.new_context(base_url=self.server.url, viewport={"width": 1440, "height": 900})
+    def open(self, viewport: dict[str, int] | None = None) -> Page:
+        context = self.browser.new_context(base_url=self.server.url, viewport=viewport or DESKTOP)
         context.set_default_timeout(30_000)
         page = context.new_page()
         errors: list[str] = []
@@ -55,7 +67,9 @@ class UI:
         page.goto(path)
         page.get_by_label("API token").fill(token)
         page.get_by_role("button", name="Sign in").click()
-        expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+        # Signed in: the top bar (with the way to sign out, in a menu on a phone) replaces the form.
+        expect(page.get_by_role("banner")).to_be_visible()
+        expect(page.get_by_label("API token")).to_have_count(0)
 
     @staticmethod
     def screenshot(page: Page, name: str) -> Path:
@@ -63,6 +77,46 @@ class UI:
         path = SCREENSHOTS / f"{name}.png"
         page.screenshot(path=str(path))
         return path
+
+    @staticmethod
+    def horizontal_overflow(page: Page) -> dict[str, int]:
+        """How far the document and the main content box scroll sideways (0 when they don't)."""
+        return page.evaluate(
+            """() => {
+                const doc = document.documentElement;
+                const main = document.querySelector('main');
+                return {
+                    document: doc.scrollWidth - doc.clientWidth,
+                    main: main ? main.scrollWidth - main.clientWidth : 0,
+                };
+            }"""
+        )
+
+    @staticmethod
+    def axe(page: Page) -> list[dict[str, Any]]:
+        """axe-core's serious and critical violations on the page as it is now."""
+        if not AXE.exists():
+            pytest.fail(f"{AXE} is missing: run `make frontend` (npm ci installs axe-core)")
+        if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+            page.add_script_tag(path=str(AXE))
+        violations = page.evaluate(
+            """async () => {
+                const result = await axe.run(document, { resultTypes: ['violations'] });
+                return result.violations
+                    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                    .map(v => ({ id: v.id, impact: v.impact, help: v.help,
+                                 nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ': ' + n.failureSummary) }));
+            }"""
+        )
+        return violations  # type: ignore[no-any-return]
+
+    def check_screen(self, page: Page, name: str) -> Path:
+        """No sideways scrolling, no serious accessibility violation; saves the screenshot."""
+        overflow = self.horizontal_overflow(page)
+        assert all(v <= 0 for v in overflow.values()), f"{name} scrolls sideways by {overflow} px"
+        violations = self.axe(page)
+        assert violations == [], f"{name}: axe found\n" + json.dumps(violations, indent=2)
+        return self.screenshot(page, name)
 
     def close(self) -> list[str]:
         """Closes every page; returns the uncaught errors they had."""

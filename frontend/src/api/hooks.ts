@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "react";
-import { useClient, useQuery, type AnyVariables, type TypedDocumentNode } from "urql";
+import { useClient, useQuery, type AnyVariables, type Client, type TypedDocumentNode } from "urql";
 import { onEnd, pipe, subscribe } from "wonka";
 import { ApiError, apiError } from "./client";
 
@@ -72,15 +72,83 @@ export type SubscriptionState = {
   completed: boolean;
 };
 
+type LiveHandlers<R, V> = {
+  next: (data: R) => void;
+  /** The server ended the subscription (the run or step finished). */
+  complete?: () => void;
+  /** Variables to subscribe again with after a broken connection (a log's offset). */
+  resume?: () => V;
+  state?: (state: SubscriptionState) => void;
+};
+
 /**
- * A subscription while `variables` is not null; its results also update the normalized cache.
- * When the connection breaks it subscribes again, with `resume()`'s variables when given (a log
- * continues from its offset), after a short wait that grows with each failure.
+ * Subscribes through the client (its results also update the normalized cache). When the
+ * connection breaks it subscribes again, with `resume()`'s variables when given, after a wait
+ * that grows with each failure. Returns the function that stops it.
  */
+export function liveSubscription<R, V extends AnyVariables>(
+  client: Client,
+  doc: TypedDocumentNode<R, V>,
+  variables: V,
+  handlers: LiveHandlers<R, V>,
+): () => void {
+  let stop: (() => void) | null = null;
+  let timer: number | undefined;
+  let attempt = 0;
+  let disposed = false;
+  let live = false;
+  const report = (state: SubscriptionState) => handlers.state?.(state);
+
+  const start = (vars: V) => {
+    let failed = false;
+    const { unsubscribe } = pipe(
+      client.subscription(doc, vars),
+      onEnd(() => {
+        if (disposed || failed) return;
+        live = false;
+        report({ error: null, live: false, completed: true });
+        handlers.complete?.();
+      }),
+      subscribe((result) => {
+        if (result.error) {
+          failed = true;
+          live = false;
+          const error = apiError(result.error);
+          report({ error, live: false, completed: false });
+          stop?.();
+          // The connection broke, not the operation: subscribing again may work.
+          if (error.code === "network" && !disposed) {
+            const wait = Math.min(10_000, 500 * 2 ** attempt++);
+            timer = window.setTimeout(() => start(handlers.resume?.() ?? variables), wait);
+          }
+          return;
+        }
+        if (result.data) {
+          attempt = 0;
+          if (!live) {
+            live = true;
+            report({ error: null, live: true, completed: false });
+          }
+          handlers.next(result.data);
+        }
+      }),
+    );
+    stop = unsubscribe;
+  };
+  report({ error: null, live: false, completed: false });
+  start(variables);
+  return () => {
+    disposed = true;
+    window.clearTimeout(timer);
+    stop?.();
+  };
+}
+
+/** A subscription while `variables` is not null (see liveSubscription). */
 export function useLiveSubscription<R, V extends AnyVariables>(
   doc: TypedDocumentNode<R, V>,
   variables: V | null,
-  handlers: { next: (data: R) => void; complete?: () => void; resume?: () => V },
+  handlers: Omit<LiveHandlers<R, V>, "state">,
 ): SubscriptionState {
   const client = useClient();
   const [state, setState] = useState<SubscriptionState>({ error: null, live: false, completed: false });
@@ -90,49 +158,12 @@ export function useLiveSubscription<R, V extends AnyVariables>(
 
   useEffect(() => {
     if (key === null) return;
-    let stop: (() => void) | null = null;
-    let timer: number | undefined;
-    let attempt = 0;
-    let disposed = false;
-    setState({ error: null, live: false, completed: false });
-
-    const start = (vars: V) => {
-      let failed = false;
-      const { unsubscribe } = pipe(
-        client.subscription(doc, vars),
-        onEnd(() => {
-          if (disposed || failed) return;
-          setState({ error: null, live: false, completed: true });
-          handlersRef.current.complete?.();
-        }),
-        subscribe((result) => {
-          if (result.error) {
-            failed = true;
-            const error = apiError(result.error);
-            setState({ error, live: false, completed: false });
-            stop?.();
-            // The connection broke, not the operation: subscribing again may work.
-            if (error.code === "network" && !disposed) {
-              const wait = Math.min(10_000, 500 * 2 ** attempt++);
-              timer = window.setTimeout(() => start(handlersRef.current.resume?.() ?? (JSON.parse(key) as V)), wait);
-            }
-            return;
-          }
-          if (result.data) {
-            attempt = 0;
-            setState((s) => (s.live && !s.error ? s : { error: null, live: true, completed: false }));
-            handlersRef.current.next(result.data);
-          }
-        }),
-      );
-      stop = unsubscribe;
-    };
-    start(JSON.parse(key) as V);
-    return () => {
-      disposed = true;
-      window.clearTimeout(timer);
-      stop?.();
-    };
+    return liveSubscription(client, doc, JSON.parse(key) as V, {
+      next: (data) => handlersRef.current.next(data),
+      complete: () => handlersRef.current.complete?.(),
+      resume: () => handlersRef.current.resume?.() ?? (JSON.parse(key) as V),
+      state: setState,
+    });
   }, [client, doc, key]);
 
   return state;

@@ -1,9 +1,10 @@
-import { createContext, useContext, useMemo, useState, type ReactNode } from "react";
-import { Link, useParams } from "react-router";
-import { useSubscription } from "../api/hooks";
+import { createContext, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
+import { Link, useLocation, useParams } from "react-router";
+import { useLiveSubscription } from "../api/hooks";
 import { ActiveRunsDocument, type RunListItemFragment } from "../graphql/generated";
 import { TimeAgo, TypeBadge, StatusBadge } from "./ui";
 import type { ApiError } from "../api/client";
+import { plural } from "../format";
 
 type ActiveRuns = {
   runs: RunListItemFragment[];
@@ -22,7 +23,7 @@ export function useActiveRuns(): ActiveRuns {
 /** The organization's active runs, live over one subscription shared by every screen. */
 export function ActiveRunsProvider({ org, children }: { org: string; children: ReactNode }) {
   const [runs, setRuns] = useState<RunListItemFragment[] | null>(null);
-  const { error } = useSubscription(ActiveRunsDocument, { org }, { next: (data) => setRuns(data.activeRuns) });
+  const { error } = useLiveSubscription(ActiveRunsDocument, { org }, { next: (data) => setRuns(data.activeRuns) });
   const value = useMemo(
     () => ({
       runs: runs ?? [],
@@ -40,14 +41,15 @@ export function orderedForAttention(runs: RunListItemFragment[]): RunListItemFra
   return [...runs.filter((r) => r.awaitingApproval), ...runs.filter((r) => !r.awaitingApproval)];
 }
 
-export function ActiveRunsPanel() {
+function ActiveRunsList({ headingId, headingLevel = 2 }: { headingId: string; headingLevel?: 2 }) {
   const { org } = useParams();
   const { runs, loaded, error } = useActiveRuns();
   const waiting = runs.filter((r) => r.awaitingApproval).length;
+  const Heading = `h${headingLevel}` as const;
   return (
-    <aside className="active-panel" aria-label="Active runs" data-testid="active-runs">
+    <>
       <header>
-        <h2>Active runs</h2>
+        <Heading id={headingId}>Active runs</Heading>
         <span className="count" data-testid="active-count">
           {runs.length}
         </span>
@@ -87,6 +89,71 @@ export function ActiveRunsPanel() {
           </li>
         ))}
       </ul>
+    </>
+  );
+}
+
+/** The panel beside the page on wide screens. */
+export function ActiveRunsPanel() {
+  return (
+    <aside className="active-panel" aria-labelledby="active-runs-title" data-testid="active-runs">
+      <ActiveRunsList headingId="active-runs-title" />
     </aside>
+  );
+}
+
+/** On narrow screens: a header button with the counts, opening the same list in a drawer. */
+export function ActiveRunsDrawerButton() {
+  const { runs } = useActiveRuns();
+  const waiting = runs.filter((r) => r.awaitingApproval).length;
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [open, setOpen] = useState(false);
+  const location = useLocation();
+
+  // Following a link in the drawer closes it.
+  useEffect(() => {
+    dialog.current?.close();
+  }, [location.pathname]);
+
+  const label = `Active runs: ${runs.length}${waiting ? `, ${waiting} awaiting approval` : ""}`;
+  return (
+    <>
+      <button
+        type="button"
+        className={`runs-button ${waiting ? "attention" : ""}`}
+        aria-haspopup="dialog"
+        aria-expanded={open}
+        aria-label={label}
+        title={label}
+        data-testid="active-runs-button"
+        onClick={() => {
+          setOpen(true);
+          dialog.current?.showModal();
+        }}
+      >
+        <span className="runs-word">Runs</span>
+        <span className="runs-count">{runs.length}</span>
+        {waiting > 0 && <span className="runs-waiting">{plural(waiting, "to approve", "to approve")}</span>}
+      </button>
+      <dialog
+        ref={dialog}
+        className="drawer"
+        aria-labelledby="active-runs-drawer-title"
+        onClose={() => setOpen(false)}
+        onClick={(e) => {
+          // A click on the backdrop (the dialog element itself, outside its panel) closes it.
+          if (e.target === dialog.current) dialog.current.close();
+        }}
+      >
+        {open && (
+          <div className="drawer-panel active-panel" data-testid="active-runs-drawer">
+            <button type="button" className="btn small drawer-close" onClick={() => dialog.current?.close()}>
+              Close
+            </button>
+            <ActiveRunsList headingId="active-runs-drawer-title" />
+          </div>
+        )}
+      </dialog>
+    </>
   );
 }

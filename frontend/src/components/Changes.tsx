@@ -1,15 +1,11 @@
-import { memo, useDeferredValue, useMemo, useState } from "react";
-import type {
-  ChangeAction,
-  ChangeItemFragment,
-  JsonValue,
-  ResourceStateItemFragment,
-  RunChangesQuery,
-} from "../graphql/generated";
+import { memo, useDeferredValue, useState } from "react";
+import type { ChangeAction, ChangeItemFragment, ResourceStateItemFragment } from "../graphql/generated";
+import { NO_FILTERS, useChangeList, type ChangeGroupPage, type ChangeSummary } from "../data/changes";
+import { diffAttribute } from "../diff/attributes";
 import { plural } from "../format";
-import { Empty, ResourceStateBadge } from "./ui";
+import { AttributeDiff } from "./AttributeDiff";
+import { Empty, ErrorBox, Loading, ResourceStateBadge } from "./ui";
 
-export type ChangesData = NonNullable<NonNullable<RunChangesQuery["organization"]>["run"]>["changes"];
 export type LiveStates = Map<string, ResourceStateItemFragment>;
 
 // Long groups are paged: a plan with thousands of changes renders one page of each group.
@@ -17,40 +13,38 @@ const PAGE_SIZE = 50;
 
 const SYMBOL: Record<ChangeAction, string> = { DELETE: "−", REPLACE: "±", UPDATE: "~", CREATE: "+" };
 
-export function ChangesView({ changes, states }: { changes: ChangesData; states: LiveStates }) {
+export function ChangesView({
+  org,
+  runId,
+  planned,
+  states,
+  empty,
+}: {
+  org: string;
+  runId: string;
+  /** The run's summary text, once the plan is stored. */
+  planned: string | null;
+  states: LiveStates;
+  /** What to show while there is no plan. */
+  empty: React.ReactNode;
+}) {
   const [text, setText] = useState("");
   const [type, setType] = useState("");
   const [unit, setUnit] = useState("");
-  const query = useDeferredValue(text.trim().toLowerCase());
+  const [pages, setPages] = useState<Partial<Record<ChangeAction, number>>>({});
+  const filters = { ...NO_FILTERS, text: useDeferredValue(text), type, unit };
+  const list = useChangeList({ org, runId, planned }, filters, pages, PAGE_SIZE);
 
-  const all = useMemo(() => changes.groups.flatMap((g) => g.changes), [changes]);
-  const types = useMemo(() => [...new Set(all.map((c) => c.type))].sort(), [all]);
-  const units = useMemo(() => [...new Set(all.map((c) => c.unit))].sort(), [all]);
-  const filtering = Boolean(query || type || unit);
-  const groups = useMemo(
-    () =>
-      changes.groups.map((group) => ({
-        ...group,
-        shown: filtering
-          ? group.changes.filter(
-              (c) =>
-                (!type || c.type === type) &&
-                (!unit || c.unit === unit) &&
-                (!query || c.address.toLowerCase().includes(query) || c.type.toLowerCase().includes(query)),
-            )
-          : group.changes,
-      })),
-    [changes, filtering, query, type, unit],
-  );
-
-  if (all.length === 0) {
+  if (planned === null) return <>{empty}</>;
+  if (!list.summary) return list.error ? <ErrorBox error={list.error} /> : <Loading what="the changes" />;
+  if (list.total === 0) {
     return <Empty title="No changes.">The plan found nothing to create, update, replace or delete.</Empty>;
   }
-  const shownCount = groups.reduce((n, g) => n + g.shown.length, 0);
+  const filtering = Boolean(filters.text.trim() || type || unit);
   return (
     <div className="changes">
       <div className="summary-line" data-testid="summary">
-        <SummaryParts summary={changes.summary} />
+        <SummaryParts summary={list.summary} />
       </div>
       <div className="filters">
         <input
@@ -61,35 +55,35 @@ export function ChangesView({ changes, states }: { changes: ChangesData; states:
           onChange={(e) => setText(e.target.value)}
         />
         <select aria-label="Filter by resource type" value={type} onChange={(e) => setType(e.target.value)}>
-          <option value="">All types ({types.length})</option>
-          {types.map((t) => (
+          <option value="">All types ({list.types.length})</option>
+          {list.types.map((t) => (
             <option key={t} value={t}>
               {t}
             </option>
           ))}
         </select>
         <select aria-label="Filter by unit" value={unit} onChange={(e) => setUnit(e.target.value)}>
-          <option value="">All units ({units.length})</option>
-          {units.map((u) => (
+          <option value="">All units ({list.units.length})</option>
+          {list.units.map((u) => (
             <option key={u} value={u}>
               {u === "." ? ". (root)" : u}
             </option>
           ))}
         </select>
         {filtering && (
-          <span className="small muted">
-            {plural(shownCount, "match", "matches")} of {all.length.toLocaleString()}
+          <span className="small muted" role="status">
+            {plural(list.matched, "match", "matches")} of {list.total.toLocaleString()}
           </span>
         )}
       </div>
-      {groups.map((group) => (
-        <ChangeGroup key={group.action} action={group.action} title={group.title} count={group.count} items={group.shown} states={states} />
+      {list.groups.map((group) => (
+        <ChangeGroup key={group.action} group={group} states={states} onPage={(page) => setPages({ ...pages, [group.action]: page })} />
       ))}
     </div>
   );
 }
 
-export function SummaryParts({ summary }: { summary: ChangesData["summary"] }) {
+export function SummaryParts({ summary }: { summary: ChangeSummary }) {
   const parts: [ChangeAction, number, string][] = [
     ["DELETE", summary.delete, "delete"],
     ["REPLACE", summary.replace, "replace"],
@@ -99,7 +93,7 @@ export function SummaryParts({ summary }: { summary: ChangesData["summary"] }) {
   const shown = parts.filter(([, n]) => n > 0);
   // The server's own text is the reference ("1 delete · 1 replace · …"); it is what the API says.
   return (
-    <span className="summary" title={summary.text} aria-label={summary.text}>
+    <span className="summary" title={summary.text}>
       {shown.length === 0
         ? "no changes"
         : shown.map(([action, n, word], i) => (
@@ -114,59 +108,67 @@ export function SummaryParts({ summary }: { summary: ChangesData["summary"] }) {
   );
 }
 
-function ChangeGroup({
-  action,
-  title,
-  count,
-  items,
-  states,
-}: {
-  action: ChangeAction;
-  title: string;
-  count: number;
-  items: ChangeItemFragment[];
-  states: LiveStates;
-}) {
-  const [page, setPage] = useState(0);
+function ChangeGroup({ group, states, onPage }: { group: ChangeGroupPage; states: LiveStates; onPage: (page: number) => void }) {
   const [open, setOpen] = useState(true);
-  const pages = Math.max(1, Math.ceil(items.length / PAGE_SIZE));
-  const current = Math.min(page, pages - 1);
-  const slice = items.slice(current * PAGE_SIZE, (current + 1) * PAGE_SIZE);
+  const { action, title, count, matched, items, page, pages, offset } = group;
+  const id = `group-${action.toLowerCase()}`;
   return (
-    <section className={`group group-${action.toLowerCase()} ${count === 0 ? "empty-group" : ""}`} data-group={action}>
+    <section className={`group group-${action.toLowerCase()} ${count === 0 ? "empty-group" : ""}`} data-group={action} aria-labelledby={`${id}-title`}>
       <header onClick={() => count > 0 && setOpen(!open)}>
-        <span className={`act-symbol act-${action.toLowerCase()}`}>{SYMBOL[action]}</span>
-        <h3>{title}</h3>
+        <span className={`act-symbol act-${action.toLowerCase()}`} aria-hidden="true">
+          {SYMBOL[action]}
+        </span>
+        <h3 id={`${id}-title`}>
+          {count > 0 ? (
+            <button
+              type="button"
+              className="group-toggle"
+              aria-expanded={open}
+              aria-controls={`${id}-list`}
+              onClick={(e) => {
+                e.stopPropagation();
+                setOpen(!open);
+              }}
+            >
+              {title}
+            </button>
+          ) : (
+            title
+          )}
+        </h3>
         <span className="count" data-testid="group-count">
           {count.toLocaleString()}
         </span>
-        {items.length !== count && <span className="small muted">({items.length.toLocaleString()} shown)</span>}
+        {matched !== count && <span className="small muted">({matched.toLocaleString()} shown)</span>}
         <span className="spacer" />
-        {count > 0 && <span className="small muted">{open ? "▾" : "▸"}</span>}
+        {count > 0 && (
+          <span className="small muted" aria-hidden="true">
+            {open ? "▾" : "▸"}
+          </span>
+        )}
       </header>
       {open && count > 0 && (
-        <>
+        <div id={`${id}-list`}>
           <div className="change-list">
-            {slice.map((change) => (
+            {items.map((change) => (
               <ChangeRow key={change.address} change={change} live={states.get(change.address)} />
             ))}
-            {items.length === 0 && <div className="muted small pad">Nothing here matches the filter.</div>}
+            {matched === 0 && <div className="muted small pad">Nothing here matches the filter.</div>}
           </div>
           {pages > 1 && (
-            <div className="pager">
-              <button className="btn small" disabled={current === 0} onClick={() => setPage(current - 1)}>
+            <nav className="pager" aria-label={`Pages of ${title.toLowerCase()}`}>
+              <button className="btn small" disabled={page === 0} onClick={() => onPage(page - 1)}>
                 ← Previous
               </button>
               <span className="small muted">
-                {(current * PAGE_SIZE + 1).toLocaleString()}–{Math.min(items.length, (current + 1) * PAGE_SIZE).toLocaleString()} of{" "}
-                {items.length.toLocaleString()}
+                {(offset + 1).toLocaleString()}–{Math.min(matched, offset + items.length).toLocaleString()} of {matched.toLocaleString()}
               </span>
-              <button className="btn small" disabled={current >= pages - 1} onClick={() => setPage(current + 1)}>
+              <button className="btn small" disabled={page >= pages - 1} onClick={() => onPage(page + 1)}>
                 Next →
               </button>
-            </div>
+            </nav>
           )}
-        </>
+        </div>
       )}
     </section>
   );
@@ -180,7 +182,9 @@ const ChangeRow = memo(function ChangeRow({ change, live }: { change: ChangeItem
   return (
     <div className={`change ${state === "FAILED" ? "failed" : ""}`} data-address={change.address} data-state={state ?? ""}>
       <div className="change-head">
-        <span className={`act-symbol act-${change.action.toLowerCase()}`}>{SYMBOL[change.action]}</span>
+        <span className={`act-symbol act-${change.action.toLowerCase()}`} aria-hidden="true">
+          {SYMBOL[change.action]}
+        </span>
         <span className="address mono">{change.address}</span>
         <span className="rtype mono">{change.type}</span>
         <span className="unit mono" title={change.unit === "." ? "Unit: the stack's root" : "Unit"}>
@@ -188,7 +192,7 @@ const ChangeRow = memo(function ChangeRow({ change, live }: { change: ChangeItem
         </span>
         <span className="spacer" />
         {change.action === "REPLACE" && stages.length > 0 && (
-          <span className="stages" data-testid="stages" aria-label="Replacement stages, in the order they ran">
+          <span className="stages" data-testid="stages" aria-label="Replacement stages, in the order they ran" role="group">
             {stages.map((stage, i) => (
               <span key={i} className="stage">
                 {i > 0 && <span className="muted"> → </span>}
@@ -207,30 +211,27 @@ const ChangeRow = memo(function ChangeRow({ change, live }: { change: ChangeItem
       )}
       {error && <pre className="resource-error">{error}</pre>}
       {change.attributes.length > 0 && (
-        <table className="attrs">
-          <tbody>
-            {change.attributes.map((attr) => (
-              <tr key={attr.name} className={attr.forcesReplacement || forced.has(attr.name) ? "forcing" : ""}>
-                <th className="mono">{attr.name}</th>
-                <td className="mono">
-                  {change.action === "CREATE" ? null : <Value value={attr.before} />}
-                  {change.action !== "CREATE" && change.action !== "DELETE" && <span className="arrow"> → </span>}
-                  {change.action === "DELETE" ? null : <Value value={attr.after} />}
-                  {(attr.forcesReplacement || forced.has(attr.name)) && <span className="tag danger">forces replacement</span>}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <div className="attrs-box" tabIndex={0} role="group" aria-label={`Attributes of ${change.address}`}>
+          <table className="attrs">
+            <tbody>
+              {change.attributes.map((attr) => {
+                const forcing = attr.forcesReplacement || forced.has(attr.name);
+                return (
+                  <tr key={attr.name} className={forcing ? "forcing" : ""} data-attribute={attr.name}>
+                    <th className="mono" scope="row">
+                      {attr.name}
+                    </th>
+                    <td className="mono">
+                      <AttributeDiff node={diffAttribute(attr.name, change.action, attr.before, attr.after)} />
+                      {forcing && <span className="tag danger">forces replacement</span>}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
       )}
     </div>
   );
 });
-
-function Value({ value }: { value: JsonValue }) {
-  if (value === "(sensitive)") return <span className="sensitive">(sensitive)</span>;
-  if (value === "(known after apply)") return <span className="unknown">(known after apply)</span>;
-  if (value === null) return <span className="null">null</span>;
-  const text = JSON.stringify(value);
-  return <span className="value">{text.length > 400 ? `${text.slice(0, 400)}…` : text}</span>;
-}

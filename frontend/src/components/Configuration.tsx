@@ -58,7 +58,7 @@ export function ConfigurationView({ run }: { run: RunDetailFragment }) {
         {configuration.variables.length === 0 ? (
           <p className="muted pad">The plan used no variables.</p>
         ) : (
-          <table className="table compact">
+          <table className="table compact responsive">
             <thead>
               <tr>
                 <th>Name</th>
@@ -70,10 +70,10 @@ export function ConfigurationView({ run }: { run: RunDetailFragment }) {
             <tbody>
               {configuration.variables.map((v) => (
                 <tr key={`${v.kind}:${v.name}`}>
-                  <td className="mono">{v.name}</td>
-                  <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
-                  <td>{originLabel(v.origin)}</td>
-                  <td className="muted">{v.sensitive ? "secret, hidden" : "—"}</td>
+                  <td className="mono" data-label="Name">{v.name}</td>
+                  <td data-label="Kind">{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                  <td data-label="Origin">{originLabel(v.origin)}</td>
+                  <td className="muted" data-label="Value">{v.sensitive ? "secret, hidden" : "—"}</td>
                 </tr>
               ))}
             </tbody>
@@ -83,7 +83,7 @@ export function ConfigurationView({ run }: { run: RunDetailFragment }) {
       </Card>
       <Card title="config.yaml" className="wide">
         {configuration.configYaml ? (
-          <pre className="code">{configuration.configYaml}</pre>
+          <pre className="code" tabIndex={0} aria-label="config.yaml">{configuration.configYaml}</pre>
         ) : (
           <p className="muted pad">{run.commit ? "The commit has no config.yaml for this stack." : "Read from the commit at checkout."}</p>
         )}

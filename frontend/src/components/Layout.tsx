@@ -1,15 +1,38 @@
-import { Link, NavLink, Outlet, useNavigate, useParams } from "react-router";
+import { useEffect, useRef, useState } from "react";
+import { Link, NavLink, Outlet, useLocation, useNavigate, useParams } from "react-router";
 import { useAuth } from "../auth";
-import { ActiveRunsPanel, ActiveRunsProvider, useActiveRuns } from "./ActiveRuns";
+import { ActiveRunsDrawerButton, ActiveRunsPanel, ActiveRunsProvider, useActiveRuns } from "./ActiveRuns";
+import { ErrorBox, Loading, NotFoundPage } from "./ui";
 
+/**
+ * The signed-in shell of an organization: the top bar, the page, and the active runs (a panel
+ * beside the page on wide screens, a drawer behind a header button on narrow ones). An
+ * organization the viewer is not a member of is a not-found page: no live panel, no buttons.
+ */
 export function OrgLayout() {
   const { org = "" } = useParams();
+  const { viewer, notice } = useAuth();
+  if (!viewer) {
+    return <div className="center-page">{notice ? <ErrorBox error={notice} /> : <Loading what="your organizations" />}</div>;
+  }
+  if (!viewer.organizations.some((o) => o.slug === org)) {
+    return (
+      <div className="shell">
+        <TopBar org={null} />
+        <div className="body">
+          <main className="main" id="main">
+            <NotFoundPage title={`There is no organization “${org}” that you are a member of.`} />
+          </main>
+        </div>
+      </div>
+    );
+  }
   return (
     <ActiveRunsProvider org={org}>
       <div className="shell">
         <TopBar org={org} />
         <div className="body">
-          <main className="main">
+          <main className="main" id="main">
             <Outlet />
           </main>
           <ActiveRunsPanel />
@@ -19,51 +42,106 @@ export function OrgLayout() {
   );
 }
 
-function TopBar({ org }: { org: string }) {
-  const { viewer, signOut } = useAuth();
+function TopBar({ org }: { org: string | null }) {
+  const { viewer } = useAuth();
   const navigate = useNavigate();
-  const { runs } = useActiveRuns();
-  const waiting = runs.filter((r) => r.awaitingApproval);
+  const home = org ? `/orgs/${org}/stacks` : "/";
   return (
     <header className="topbar">
-      <Link to={`/orgs/${org}/stacks`} className="brand">
-        <span className="logo">F</span> Firstlume
+      <a href="#main" className="skip-link">
+        Skip to the page
+      </a>
+      <Link to={home} className="brand" aria-label="Firstlume: stacks">
+        <span className="logo" aria-hidden="true">
+          F
+        </span>
+        <span className="brand-name">Firstlume</span>
       </Link>
-      {viewer && viewer.organizations.length > 1 ? (
-        <select
-          className="org-switch"
-          aria-label="Organization"
-          value={org}
-          onChange={(e) => navigate(`/orgs/${e.target.value}/stacks`)}
-        >
-          {viewer.organizations.map((o) => (
-            <option key={o.slug} value={o.slug}>
-              {o.name || o.slug}
-            </option>
-          ))}
-        </select>
-      ) : (
-        <span className="org-name">{org}</span>
+      {org &&
+        (viewer && viewer.organizations.length > 1 ? (
+          <select className="org-switch" aria-label="Organization" value={org} onChange={(e) => navigate(`/orgs/${e.target.value}/stacks`)}>
+            {viewer.organizations.map((o) => (
+              <option key={o.slug} value={o.slug}>
+                {o.name || o.slug}
+              </option>
+            ))}
+          </select>
+        ) : (
+          <span className="org-name" title={`Organization ${org}`}>
+            {org}
+          </span>
+        ))}
+      {org && (
+        <nav className="top-nav" aria-label="Main">
+          <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+          <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+        </nav>
       )}
-      <nav>
-        <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
-        <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
-      </nav>
       <div className="spacer" />
-      {waiting.length > 0 && (
-        <Link
-          to={`/orgs/${org}/runs/${waiting[0].id}`}
-          className="pill attention strong"
-          data-testid="approval-shortcut"
-          title="Review the oldest run awaiting approval"
-        >
-          {waiting.length} awaiting approval
-        </Link>
-      )}
+      {org && <ApprovalShortcut org={org} />}
+      {org && <ActiveRunsDrawerButton />}
+      <AccountMenu org={org} />
+    </header>
+  );
+}
+
+function ApprovalShortcut({ org }: { org: string }) {
+  const { runs } = useActiveRuns();
+  const waiting = runs.filter((r) => r.awaitingApproval);
+  if (waiting.length === 0) return null;
+  return (
+    <Link
+      to={`/orgs/${org}/runs/${waiting[0].id}`}
+      className="pill attention strong approval-shortcut"
+      data-testid="approval-shortcut"
+      title="Review the oldest run awaiting approval"
+    >
+      {waiting.length} awaiting approval
+    </Link>
+  );
+}
+
+/** Who is signed in and the way out; on narrow screens also the navigation, in a menu. */
+function AccountMenu({ org }: { org: string | null }) {
+  const { viewer, signOut } = useAuth();
+  const menu = useRef<HTMLDivElement>(null);
+  const [open, setOpen] = useState(false);
+  const location = useLocation();
+  useEffect(() => {
+    if (menu.current?.matches(":popover-open")) menu.current.hidePopover();
+  }, [location.pathname]);
+  return (
+    <>
       <span className="who">{viewer?.email}</span>
-      <button className="btn ghost small" onClick={() => signOut()}>
+      <button className="btn ghost small sign-out" onClick={() => signOut()}>
         Sign out
       </button>
-    </header>
+      <button type="button" className="btn ghost small menu-button" popoverTarget="account-menu" aria-label="Menu">
+        <span aria-hidden="true">☰</span>
+      </button>
+      <div
+        id="account-menu"
+        popover="auto"
+        ref={menu}
+        className="menu-popover"
+        onToggle={(event) => setOpen((event.nativeEvent as ToggleEvent).newState === "open")}
+      >
+        {/* Only while open: its words would otherwise be in the page twice. */}
+        {open && (
+          <>
+            {org && (
+              <nav aria-label="Main (menu)">
+                <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+                <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+              </nav>
+            )}
+            <div className="menu-who">{viewer?.email}</div>
+            <button className="btn small" onClick={() => signOut()}>
+              Sign out
+            </button>
+          </>
+        )}
+      </div>
+    </>
   );
 }

@@ -1,8 +1,8 @@
 import { useState } from "react";
 import type { RunDetailFragment } from "../graphql/generated";
 import { dateTime, duration } from "../format";
-import { LogView } from "./LogView";
-import { StepDot, useNow } from "./ui";
+import { LogViewer } from "../log/LogViewer";
+import { StepDot, StepStatusText, useNow } from "./ui";
 
 type Step = RunDetailFragment["steps"][number];
 
@@ -47,9 +47,8 @@ export function StepTimeline({ org, run, openStep }: { org: string; run: RunDeta
         return (
           <li key={step.name} className={`tl-step st-${step.status.toLowerCase()}`} data-step={step.name} data-step-status={step.status}>
             <button className="tl-head" onClick={() => setOpen(expanded ? null : step.name)} aria-expanded={expanded}>
-              <StepDot status={step.status} />
               <span className="tl-name">{step.name}</span>
-              <span className="tl-status">{step.status.toLowerCase()}</span>
+              <StepStatusText status={step.status} />
               <span className="spacer" />
               <span className="small muted" title={step.startedAt ? `started ${dateTime(step.startedAt)}` : undefined}>
                 {stepDuration(step, now)}
@@ -69,7 +68,15 @@ export function StepTimeline({ org, run, openStep }: { org: string; run: RunDeta
                           : "Ended without approval."}
                   </div>
                 ) : (
-                  <LogView org={org} runId={run.id} step={step.name} height="short" waiting={step.status === "PENDING" ? "This step has not started." : "No output yet."} />
+                  <LogViewer
+                    org={org}
+                    runId={run.id}
+                    steps={[step]}
+                    single
+                    runFinished={run.finished}
+                    height="short"
+                    waiting={step.status === "PENDING" ? "This step has not started." : "No output yet."}
+                  />
                 )}
               </div>
             )}

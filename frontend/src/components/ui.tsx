@@ -1,4 +1,5 @@
 import { useEffect, useState, type ReactNode } from "react";
+import { Link } from "react-router";
 import type { ApiError } from "../api/client";
 import type { ResourceState, RunStatus, RunType, StepStatus } from "../graphql/generated";
 import { ago, dateTime, resourceStateLabel, STATUS_LABEL, statusTone, typeLabel } from "../format";
@@ -16,8 +17,26 @@ export function TypeBadge({ type }: { type: RunType }) {
   return <span className={`type type-${type.toLowerCase()}`}>{typeLabel(type)}</span>;
 }
 
+const STEP_SYMBOL: Record<StepStatus, string> = { PENDING: "○", RUNNING: "●", DONE: "✓", FAILED: "✕", SKIPPED: "–" };
+
+/** A step's status as a symbol in its colour, with the word for screen readers (never colour alone). */
 export function StepDot({ status }: { status: StepStatus }) {
-  return <span className={`step-dot tone-${statusTone(status)}`} title={status.toLowerCase()} />;
+  return (
+    <span className={`step-dot tone-${statusTone(status)}`} title={status.toLowerCase()}>
+      <span aria-hidden="true">{STEP_SYMBOL[status]}</span>
+      <span className="sr-only">{status.toLowerCase()}</span>
+    </span>
+  );
+}
+
+/** A step's status in words, in its colour. */
+export function StepStatusText({ status }: { status: StepStatus }) {
+  return (
+    <span className={`step-status tone-text-${statusTone(status)}`} data-step-status-text={status}>
+      <span aria-hidden="true">{STEP_SYMBOL[status]} </span>
+      {status.toLowerCase()}
+    </span>
+  );
 }
 
 export function ResourceStateBadge({ state }: { state: ResourceState }) {
@@ -89,5 +108,26 @@ export function Card({ title, actions, children, className }: { title?: ReactNod
       )}
       {children}
     </section>
+  );
+}
+
+/** The browser tab's title: the page's own words first, "Firstlume" last. */
+export function usePageTitle(...parts: (string | null | undefined | false)[]): void {
+  const title = [...parts.filter(Boolean), "Firstlume"].join(" · ");
+  useEffect(() => {
+    document.title = title;
+  }, [title]);
+}
+
+/** Nothing at this address, in words, with the way back. */
+export function NotFoundPage({ title, back = "/", backLabel = "Go to your stacks" }: { title: string; back?: string; backLabel?: string }) {
+  usePageTitle("Not found");
+  return (
+    <div className="page not-found" data-testid="not-found">
+      <div className="empty">
+        <h1>{title}</h1>
+        <Link to={back}>{backLabel}</Link>
+      </div>
+    </div>
   );
 }

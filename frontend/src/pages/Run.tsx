@@ -1,25 +1,22 @@
-import { useMemo, useState } from "react";
+import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams, useSearchParams } from "react-router";
-import { request } from "../api/client";
-import { useAction, useQuery, useSubscription } from "../api/hooks";
-import { useToken } from "../auth";
+import { useAction, useApiQuery, useLiveSubscription, useMutate } from "../api/hooks";
 import { ChangesView, SummaryParts, type LiveStates } from "../components/Changes";
 import { ConfigurationView } from "../components/Configuration";
-import { LogView } from "../components/LogView";
+import { LogViewer } from "../log/LogViewer";
 import { StepStrip, StepTimeline } from "../components/Steps";
-import { Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
+import { Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { dateTime, originPhrase, plural, shortSha } from "../format";
 import {
   ApproveRunDocument,
   CancelRunDocument,
   DiscardRunDocument,
   ResourceStatesDocument,
-  RunChangesDocument,
   RunPageDocument,
   RunUpdatedDocument,
   type RunDetailFragment,
 } from "../graphql/generated";
-import type { ChangesData } from "../components/Changes";
+import { useDestructiveChanges, type DestructiveChange } from "../data/changes";
 
 const TABS = [
   { path: "", label: "Changes" },
@@ -38,17 +35,12 @@ function RunView() {
   const { org = "", runId = "", "*": tab = "" } = useParams();
   const [search] = useSearchParams();
   const navigate = useNavigate();
-  const { data, error, loading } = useQuery(RunPageDocument, { org, id: runId });
-  const [live, setLive] = useState<RunDetailFragment | null>(null);
-  const run = live ?? data?.organization?.run ?? null;
+  const { data, error, loading } = useApiQuery(RunPageDocument, { org, id: runId });
+  const run = data?.organization?.run ?? null;
+  usePageTitle(run ? `Run #${run.number}` : "Run", run?.stack.slug);
 
-  const updates = useSubscription(RunUpdatedDocument, run && !run.finished ? { org, id: runId } : null, {
-    next: ({ runUpdated }) => setLive(runUpdated),
-  });
-
-  // The changes exist once the plan is stored: read them when the summary appears.
-  const changesQuery = useQuery(RunChangesDocument, { org, id: runId }, run?.summary?.text ?? null);
-  const changes = run?.summary ? changesQuery.data?.organization?.run?.changes ?? null : null;
+  // Its updates land in the cache, and so on this page (and every list showing the run).
+  const updates = useLiveSubscription(RunUpdatedDocument, run && !run.finished ? { org, id: runId } : null, { next: () => {} });
 
   // Resource states, live from approval through the apply.
   const [states, setStates] = useState<LiveStates>(new Map());
@@ -58,7 +50,7 @@ function RunView() {
   const appliesHere = Boolean(run?.summary && run.type !== "PLAN" && run.type !== "DRIFT");
   if (appliesHere && run && !run.finished && !watching) setWatching(true);
   const watchStates = appliesHere && watching;
-  useSubscription(ResourceStatesDocument, watchStates ? { org, id: runId } : null, {
+  useLiveSubscription(ResourceStatesDocument, watchStates ? { org, id: runId } : null, {
     next: ({ resourceStates }) =>
       setStates((previous) => {
         const next = new Map(previous);
@@ -70,17 +62,14 @@ function RunView() {
   if (!data && loading) return <Loading what="the run" />;
   if (!run) {
     if (error) return <ErrorBox error={error} />;
-    return (
-      <Empty title="There is no such run in this organization.">
-        <Link to={`/orgs/${org}/stacks`}>All stacks</Link>
-      </Empty>
-    );
+    return <NotFoundPage title="There is no such run in this organization." back={`/orgs/${org}/stacks`} backLabel="All stacks" />;
   }
 
   const base = `/orgs/${org}/runs/${runId}`;
+  const planned = run.summary?.text ?? null;
   return (
     <div className="page run-page" data-run-status={run.status}>
-      <RunHeader org={org} run={run} onRun={setLive} onPickStep={(name) => navigate(`${base}/steps?step=${encodeURIComponent(name)}`)} />
+      <RunHeader org={org} run={run} onPickStep={(name) => navigate(`${base}/steps?step=${encodeURIComponent(name)}`)} />
       {updates.error && updates.error.code === "network" && <div className="reconnecting">Live updates interrupted; reconnecting…</div>}
       {run.error && (
         <div className="alert alert-danger run-error" role="alert" data-testid="run-error">
@@ -88,8 +77,8 @@ function RunView() {
           <pre>{run.error}</pre>
         </div>
       )}
-      <ApprovalPanel org={org} run={run} changes={changes} onRun={setLive} />
-      <nav className="tabs">
+      <ApprovalPanel org={org} run={run} />
+      <nav className="tabs" aria-label="Views of the run">
         {TABS.map((t) => (
           <NavLink key={t.path} end to={t.path ? `${base}/${t.path}` : base}>
             {t.label}
@@ -97,14 +86,13 @@ function RunView() {
           </NavLink>
         ))}
       </nav>
-      {tab === "" &&
-        (changes ? (
-          <ChangesView changes={changes} states={states} />
-        ) : run.summary && changesQuery.loading ? (
-          <Loading what="the changes" />
-        ) : (
-          <>
-            <ErrorBox error={changesQuery.error} />
+      {tab === "" && (
+        <ChangesView
+          org={org}
+          runId={runId}
+          planned={planned}
+          states={states}
+          empty={
             <Empty title={run.finished ? "This run produced no plan." : "The changes appear when the plan finishes."}>
               {!run.finished && (
                 <>
@@ -112,13 +100,17 @@ function RunView() {
                 </>
               )}
             </Empty>
-          </>
-        ))}
+          }
+        />
+      )}
       {tab === "steps" && <StepTimeline key={search.get("step") ?? ""} org={org} run={run} openStep={search.get("step")} />}
       {tab === "logs" && (
-        <LogView
+        <LogViewer
           org={org}
           runId={run.id}
+          steps={run.steps.filter((step) => step.name !== "approval")}
+          runFinished={run.finished}
+          downloadName={`${run.stack.slug}-run-${run.number}.log`}
           waiting={
             run.status === "QUEUED"
               ? `Waiting for the run to start${run.queuePosition ? ` (number ${run.queuePosition} in the stack's queue)` : ""}…`
@@ -132,26 +124,15 @@ function RunView() {
   );
 }
 
-function RunHeader({
-  org,
-  run,
-  onRun,
-  onPickStep,
-}: {
-  org: string;
-  run: RunDetailFragment;
-  onRun: (run: RunDetailFragment) => void;
-  onPickStep: (name: string) => void;
-}) {
-  const token = useToken();
+function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragment; onPickStep: (name: string) => void }) {
+  const mutate = useMutate();
   const { busy, error, run: act } = useAction();
   const cancelable = run.status === "QUEUED" || run.status === "APPLY_QUEUED";
 
   const cancel = () =>
     act(async () => {
-      const { cancelRun } = await request(CancelRunDocument, { org, id: run.id }, token);
+      const { cancelRun } = await mutate(CancelRunDocument, { org, id: run.id });
       if (cancelRun.__typename !== "Run") return cancelRun.message;
-      onRun(cancelRun);
     });
 
   return (
@@ -221,47 +202,30 @@ function RunHeader({
   );
 }
 
-function ApprovalPanel({
-  org,
-  run,
-  changes,
-  onRun,
-}: {
-  org: string;
-  run: RunDetailFragment;
-  changes: ChangesData | null;
-  onRun: (run: RunDetailFragment) => void;
-}) {
-  const token = useToken();
+function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
+  const mutate = useMutate();
   const [ticked, setTicked] = useState<Set<string>>(new Set());
   const { busy, error, run: act } = useAction();
-  const destructive = useMemo(
-    () =>
-      (changes?.groups ?? [])
-        .filter((g) => g.action === "DELETE" || g.action === "REPLACE")
-        .flatMap((g) => g.changes.map((c) => ({ address: c.address, action: g.action }))),
-    [changes],
-  );
+  const listed = useDestructiveChanges({ org, runId: run.id, planned: run.awaitingApproval ? (run.summary?.text ?? null) : null });
+  const destructive = listed ?? [];
   const confirm = Boolean(run.approval.confirmDestructive) && destructive.length > 0;
 
   if (run.awaitingApproval) {
     const missing = confirm ? destructive.filter((d) => !ticked.has(d.address)).length : 0;
-    const ready = changes !== null && missing === 0;
+    const ready = listed !== null && missing === 0;
 
     const approve = () =>
       act(async () => {
         const acknowledged = confirm ? [...ticked] : [];
-        const { approveRun } = await request(ApproveRunDocument, { org, id: run.id, acknowledged }, token);
+        const { approveRun } = await mutate(ApproveRunDocument, { org, id: run.id, acknowledged });
         if (approveRun.__typename === "AcknowledgementRequiredError")
           return `Confirm these first: ${approveRun.missing.join(", ")}.`;
         if (approveRun.__typename !== "Run") return approveRun.message;
-        onRun(approveRun);
       });
     const discard = () =>
       act(async () => {
-        const { discardRun } = await request(DiscardRunDocument, { org, id: run.id }, token);
+        const { discardRun } = await mutate(DiscardRunDocument, { org, id: run.id });
         if (discardRun.__typename !== "Run") return discardRun.message;
-        onRun(discardRun);
       });
 
     return (
@@ -302,36 +266,12 @@ function ApprovalPanel({
           </div>
         </div>
         {confirm && (
-          <div className="confirm-list">
-            <p className="small">
-              <strong>confirm_destructive is on</strong> (from {originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
-              ): tick each resource that will be deleted or replaced.{" "}
-              <span data-testid="confirm-progress">
-                {destructive.length - missing} of {destructive.length} confirmed
-              </span>
-            </p>
-            <ul>
-              {destructive.map((d) => (
-                <li key={d.address}>
-                  <label className={ticked.has(d.address) ? "ticked" : ""}>
-                    <input
-                      type="checkbox"
-                      checked={ticked.has(d.address)}
-                      onChange={(e) => {
-                        const next = new Set(ticked);
-                        if (e.target.checked) next.add(d.address);
-                        else next.delete(d.address);
-                        setTicked(next);
-                      }}
-                      aria-label={`Confirm ${d.action === "DELETE" ? "deleting" : "replacing"} ${d.address}`}
-                    />
-                    <span className={`act-${d.action.toLowerCase()} verb`}>{d.action === "DELETE" ? "delete" : "replace"}</span>
-                    <span className="mono">{d.address}</span>
-                  </label>
-                </li>
-              ))}
-            </ul>
-          </div>
+          <ConfirmList
+            destructive={destructive}
+            ticked={ticked}
+            onTicked={setTicked}
+            origin={originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
+          />
         )}
         <ErrorBox error={error} />
       </section>
@@ -372,4 +312,90 @@ function ApprovalPanel({
     );
   }
   return null;
+}
+
+/**
+ * confirm_destructive: a tick per deletion or replacement. "Tick all" ticks every one at once,
+ * after saying how many; approving is still its own, explicit click.
+ */
+function ConfirmList({
+  destructive,
+  ticked,
+  onTicked,
+  origin,
+}: {
+  destructive: DestructiveChange[];
+  ticked: Set<string>;
+  onTicked: (ticked: Set<string>) => void;
+  origin: string;
+}) {
+  const [asking, setAsking] = useState(false);
+  const missing = destructive.filter((d) => !ticked.has(d.address)).length;
+  const deletions = destructive.filter((d) => d.action === "DELETE").length;
+  const replacements = destructive.length - deletions;
+  const what = [deletions ? plural(deletions, "deletion") : "", replacements ? plural(replacements, "replacement") : ""].filter(Boolean).join(" and ");
+  return (
+    <div className="confirm-list">
+      <p className="small">
+        <strong>confirm_destructive is on</strong> (from {origin}): tick each resource that will be deleted or replaced.{" "}
+        <span data-testid="confirm-progress">
+          {destructive.length - missing} of {destructive.length} confirmed
+        </span>
+      </p>
+      <div className="tick-all" data-testid="tick-all">
+        {asking ? (
+          <div className="tick-all-confirm" role="alertdialog" aria-labelledby="tick-all-question">
+            <span id="tick-all-question">
+              Tick all {destructive.length.toLocaleString()} addresses ({what})? You still approve with the Approve button.
+            </span>
+            <span className="actions">
+              <button type="button" className="btn small" onClick={() => setAsking(false)}>
+                Cancel
+              </button>
+              <button
+                type="button"
+                className="btn small danger"
+                autoFocus
+                onClick={() => {
+                  onTicked(new Set(destructive.map((d) => d.address)));
+                  setAsking(false);
+                }}
+              >
+                Yes, tick all {destructive.length.toLocaleString()}
+              </button>
+            </span>
+          </div>
+        ) : missing > 0 ? (
+          <button type="button" className="btn small" onClick={() => setAsking(true)}>
+            Tick all {destructive.length.toLocaleString()}
+          </button>
+        ) : (
+          <button type="button" className="btn small" onClick={() => onTicked(new Set())}>
+            Untick all
+          </button>
+        )}
+      </div>
+      <ul>
+        {destructive.map((d) => (
+          <li key={d.address}>
+            <label className={ticked.has(d.address) ? "ticked" : ""}>
+              <input
+                type="checkbox"
+                checked={ticked.has(d.address)}
+                onChange={(e) => {
+                  const next = new Set(ticked);
+                  if (e.target.checked) next.add(d.address);
+                  else next.delete(d.address);
+                  onTicked(next);
+                }}
+                aria-label={`Confirm ${d.action === "DELETE" ? "deleting" : "replacing"} ${d.address}`}
+              />
+              <span className={`act-${d.action.toLowerCase()} verb`}>{d.action === "DELETE" ? "delete" : "replace"}</span>
+              <span className="mono">{d.address}</span>
+            </label>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
 }

@@ -1,9 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
-import { request } from "../api/client";
-import { useAction, useQuery } from "../api/hooks";
-import { useToken } from "../auth";
-import { Card, Empty, ErrorBox, Loading, TimeAgo } from "../components/ui";
+import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
 import { originLabel } from "../format";
 import {
   DeleteVariableDocument,
@@ -50,8 +48,9 @@ function inherited(
 
 export function OrgSettingsPage() {
   const { org = "" } = useParams();
-  const { data, error, loading, refetch } = useQuery(OrgLevelDocument, { org });
+  const { data, error, loading } = useApiQuery(OrgLevelDocument, { org });
   const organization = data?.organization;
+  usePageTitle("Settings", org);
   if (!data && loading) return <Loading what="settings" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
   return (
@@ -62,16 +61,17 @@ export function OrgSettingsPage() {
           <p className="muted">Folders and stacks inherit these unless they set their own.</p>
         </div>
       </div>
-      <SettingsCard org={org} level={{}} settings={organization.settings} onChange={refetch} />
-      <VariablesCard org={org} level={{}} own={organization.variables} inherited={[]} onChange={refetch} />
+      <SettingsCard org={org} level={{}} settings={organization.settings} />
+      <VariablesCard org={org} level={{}} own={organization.variables} inherited={[]} />
     </div>
   );
 }
 
 export function FolderSettingsPage() {
   const { org = "", "*": path = "" } = useParams();
-  const { data, error, loading, refetch } = useQuery(FolderLevelDocument, { org, path });
+  const { data, error, loading } = useApiQuery(FolderLevelDocument, { org, path });
   const folder = data?.organization?.folder;
+  usePageTitle(path, "Folder settings");
   if (!data && loading) return <Loading what="the folder" />;
   if (!data?.organization || !folder) {
     return (
@@ -107,13 +107,12 @@ export function FolderSettingsPage() {
           </p>
         </div>
       </div>
-      <SettingsCard org={org} level={{ folder: folder.path }} settings={folder.settings} onChange={refetch} />
+      <SettingsCard org={org} level={{ folder: folder.path }} settings={folder.settings} />
       <VariablesCard
         org={org}
         level={{ folder: folder.path }}
         own={folder.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, outer, folder.variables)}
-        onChange={refetch}
       />
     </div>
   );
@@ -121,20 +120,22 @@ export function FolderSettingsPage() {
 
 export function StackSettingsPage() {
   const { org = "", slug = "" } = useParams();
-  const { data, error, loading, refetch } = useQuery(StackLevelDocument, { org, slug });
+  const { data, error, loading } = useApiQuery(StackLevelDocument, { org, slug });
   const stack = data?.organization?.stack;
+  usePageTitle("Settings", slug);
   if (!data && loading) return <Loading what="the stack's settings" />;
-  if (!data?.organization || !stack) return <ErrorBox error={error ?? `There is no stack "${slug}" here.`} />;
+  if (!data?.organization || !stack) {
+    return error ? <ErrorBox error={error} /> : <NotFoundPage title={`There is no stack “${slug}” here.`} back={`/orgs/${org}/stacks`} backLabel="All stacks" />;
+  }
   return (
     <div className="page">
       <StackHeader org={org} slug={slug} folder={stack.folder?.path} title={stack.slug} />
-      <SettingsCard org={org} level={{ stack: slug }} settings={stack.settings} onChange={refetch} />
+      <SettingsCard org={org} level={{ stack: slug }} settings={stack.settings} />
       <VariablesCard
         org={org}
         level={{ stack: slug }}
         own={stack.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, chain(stack.folder?.path), stack.variables)}
-        onChange={refetch}
       />
     </div>
   );
@@ -157,20 +158,16 @@ const SETTINGS = [
   },
 ] as const;
 
-function SettingsCard({ org, level, settings, onChange }: { org: string; level: Level; settings: SettingsViewFragment; onChange: () => Promise<void> }) {
-  const token = useToken();
+function SettingsCard({ org, level, settings }: { org: string; level: Level; settings: SettingsViewFragment }) {
+  const mutate = useMutate();
   const { busy, error, run } = useAction();
   const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
 
   const set = (key: "requireApproval" | "confirmDestructive", value: boolean | null) =>
     run(async () => {
-      const { updateSettings } = await request(
-        UpdateSettingsDocument,
-        { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null },
-        token,
-      );
+      const { updateSettings } = await mutate(UpdateSettingsDocument,
+        { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null });
       if (updateSettings.__typename !== "Settings") return updateSettings.message;
-      await onChange();
     });
 
   return (
@@ -228,15 +225,13 @@ function VariablesCard({
   level,
   own,
   inherited,
-  onChange,
 }: {
   org: string;
   level: Level;
   own: VariableViewFragment[];
   inherited: Inherited[];
-  onChange: () => Promise<void>;
 }) {
-  const token = useToken();
+  const mutate = useMutate();
   const [form, setForm] = useState({ name: "", value: "", kind: "TERRAFORM" as VariableKind, sensitive: false, json: false });
   const { busy, error, setError, run } = useAction();
   const scope = { folder: level.folder ?? null, stack: level.stack ?? null };
@@ -253,22 +248,17 @@ function VariablesCard({
       }
     }
     void run(async () => {
-      const { setVariable } = await request(
-        SetVariableDocument,
-        { org, name: form.name.trim(), value, sensitive: form.sensitive, kind: form.kind, ...scope },
-        token,
-      );
+      const { setVariable } = await mutate(SetVariableDocument,
+        { org, name: form.name.trim(), value, sensitive: form.sensitive, kind: form.kind, ...scope });
       if (setVariable.__typename !== "Variable") return setVariable.message;
       setForm({ ...form, name: "", value: "" });
-      await onChange();
     });
   }
 
   const remove = (name: string) =>
     run(async () => {
-      const { deleteVariable } = await request(DeleteVariableDocument, { org, name, ...scope }, token);
+      const { deleteVariable } = await mutate(DeleteVariableDocument, { org, name, ...scope });
       if (deleteVariable.__typename !== "DeletedVariable") return deleteVariable.message;
-      await onChange();
     });
 
   return (
@@ -280,26 +270,28 @@ function VariablesCard({
       {own.length === 0 && inherited.length === 0 ? (
         <Empty title="No variables at this level." />
       ) : (
-        <table className="table variables" data-testid="variables">
+        <table className="table variables responsive" data-testid="variables">
           <thead>
             <tr>
-              <th>Name</th>
-              <th>Value</th>
-              <th>Kind</th>
-              <th>Set on</th>
-              <th />
+              <th scope="col">Name</th>
+              <th scope="col">Value</th>
+              <th scope="col">Kind</th>
+              <th scope="col">Set on</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
             </tr>
           </thead>
           <tbody>
             {own.map((v) => (
               <tr key={`${v.kind}:${v.name}`} data-variable={v.name}>
-                <td className="mono">{v.name}</td>
-                <td className="mono">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
-                <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
-                <td>
+                <td className="mono" data-label="Name">{v.name}</td>
+                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td data-label="Kind">{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                <td data-label="Set on">
                   here <span className="muted small"><TimeAgo iso={v.updatedAt} /></span>
                 </td>
-                <td className="right">
+                <td className="right actions-cell">
                   <button className="btn small ghost" onClick={() => void remove(v.name)} aria-label={`Delete ${v.name}`}>
                     Delete
                   </button>
@@ -308,11 +300,11 @@ function VariablesCard({
             ))}
             {inherited.map((v) => (
               <tr key={`i:${v.kind}:${v.name}`} className="inherited" data-variable={v.name}>
-                <td className="mono">{v.name}</td>
-                <td className="mono">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
-                <td>{v.kind === "ENV" ? "environment" : "terraform"}</td>
-                <td className="muted">inherited from {originLabel(v.origin)}</td>
-                <td />
+                <td className="mono" data-label="Name">{v.name}</td>
+                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td data-label="Kind">{v.kind === "ENV" ? "environment" : "terraform"}</td>
+                <td className="muted" data-label="Set on">inherited from {originLabel(v.origin)}</td>
+                <td className="actions-cell" />
               </tr>
             ))}
           </tbody>

@@ -1,5 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { useAuth } from "../auth";
+import { usePageTitle } from "../components/ui";
 import type { ApiError } from "../api/client";
 
 export function SignInPage() {
@@ -7,6 +8,7 @@ export function SignInPage() {
   const [token, setToken] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  usePageTitle("Sign in");
 
   async function submit(event: FormEvent) {
     event.preventDefault();
@@ -21,11 +23,14 @@ export function SignInPage() {
   }
 
   return (
-    <div className="signin">
+    <main className="signin">
       <form className="signin-card" onSubmit={submit}>
-        <div className="brand big">
-          <span className="logo">F</span> Firstlume
-        </div>
+        <h1 className="brand big">
+          <span className="logo" aria-hidden="true">
+            F
+          </span>{" "}
+          Firstlume
+        </h1>
         <p className="muted">Plans reviewed, approvals enforced, applies exactly as planned.</p>
         {notice && !error && <div className="alert alert-warning">{notice}</div>}
         <label htmlFor="token">API token</label>
@@ -52,6 +57,6 @@ export function SignInPage() {
           in this browser until you sign out.
         </p>
       </form>
-    </div>
+    </main>
   );
 }

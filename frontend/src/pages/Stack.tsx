@@ -1,10 +1,8 @@
 import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams } from "react-router";
-import { request } from "../api/client";
-import { useAction, useQuery } from "../api/hooks";
-import { useToken } from "../auth";
+import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
-import { Card, Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { duration, shortSha } from "../format";
 import { StackPageDocument, StartRunDocument, type RunListItemFragment, type RunType } from "../graphql/generated";
 
@@ -45,23 +43,24 @@ export function StackHeader({ org, slug, folder, title, children }: { org: strin
 
 export function StackPage() {
   const { org = "", slug = "" } = useParams();
-  const token = useToken();
+  const mutate = useMutate();
   const navigate = useNavigate();
   // Read again whenever a run starts, moves or ends: statuses and queue positions change then.
   const { version } = useActiveRuns();
   // Pages of older runs, by cursor: the first page (null) is the newest.
   const [cursors, setCursors] = useState<(string | null)[]>([null]);
   const after = cursors[cursors.length - 1];
-  const { data, error, loading } = useQuery(StackPageDocument, { org, slug, first: PAGE, after }, version);
+  const { data, error, loading } = useApiQuery(StackPageDocument, { org, slug, first: PAGE, after }, { refreshKey: version });
   const [confirmDestroy, setConfirmDestroy] = useState(false);
   const [starting, setStarting] = useState<RunType | null>(null);
   const action = useAction();
   const stack = data?.organization?.stack;
+  usePageTitle(stack ? stack.name || stack.slug : slug, "Stacks");
 
   async function start(type: RunType) {
     setStarting(type);
     await action.run(async () => {
-      const { startRun } = await request(StartRunDocument, { org, stack: slug, type }, token);
+      const { startRun } = await mutate(StartRunDocument, { org, stack: slug, type });
       if (startRun.__typename !== "Run") return startRun.message;
       navigate(`/orgs/${org}/runs/${startRun.id}`);
     });
@@ -71,7 +70,7 @@ export function StackPage() {
 
   if (!data && loading) return <Loading what="the stack" />;
   if (error && !data) return <ErrorBox error={error} />;
-  if (!stack) return <Empty title={`There is no stack "${slug}" here.`}><Link to={`/orgs/${org}/stacks`}>All stacks</Link></Empty>;
+  if (!stack) return <NotFoundPage title={`There is no stack “${slug}” here.`} back={`/orgs/${org}/stacks`} backLabel="All stacks" />;
 
   return (
     <div className="page">
@@ -151,30 +150,38 @@ export function StackPage() {
   );
 }
 
+/** How long a run took: from the start of its first step (not its time in the queue) to its end. */
+function took(run: RunListItemFragment): string {
+  const started = run.steps.find((step) => step.startedAt)?.startedAt;
+  if (!run.finishedAt || !started) return "";
+  return duration(Math.max(0, Date.parse(run.finishedAt) - Date.parse(started)));
+}
+
+/** The stack's runs: a table on wide screens, one card per run on narrow ones (same markup). */
 function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
   return (
-    <table className="table runs-table">
+    <table className="table runs-table responsive">
       <thead>
         <tr>
-          <th>Run</th>
-          <th>Status</th>
-          <th>Type</th>
-          <th>Commit</th>
-          <th>Changes</th>
-          <th>Started by</th>
-          <th>Created</th>
-          <th>Took</th>
+          <th scope="col">Run</th>
+          <th scope="col">Status</th>
+          <th scope="col">Type</th>
+          <th scope="col">Commit</th>
+          <th scope="col">Changes</th>
+          <th scope="col">Started by</th>
+          <th scope="col">Created</th>
+          <th scope="col">Took</th>
         </tr>
       </thead>
       <tbody>
         {runs.map((run) => (
           <tr key={run.id} data-run-id={run.id} className={run.awaitingApproval ? "attention" : ""}>
-            <td>
+            <td data-label="Run" className="run-cell">
               <Link to={`/orgs/${org}/runs/${run.id}`} className="run-link">
                 #{run.number}
               </Link>
             </td>
-            <td>
+            <td data-label="Status" className="status-cell">
               <StatusBadge status={run.status} />
               {run.queuePosition !== null && (
                 <span className="queue-pos" title="Position in this stack's queue">
@@ -183,32 +190,38 @@ function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
                 </span>
               )}
             </td>
-            <td>
+            <td data-label="Type" className="type-cell">
               <TypeBadge type={run.type} />
             </td>
-            <td className="commit-cell">
+            <td data-label="Commit" className="commit-cell">
               {run.commit ? (
-                <>
+                <div className="commit-line">
                   {run.commit.url ? (
                     <a className="mono" href={run.commit.url} target="_blank" rel="noreferrer">
                       {shortSha(run.commit.sha)}
                     </a>
                   ) : (
                     <span className="mono">{shortSha(run.commit.sha)}</span>
-                  )}{" "}
-                  <span className="ellipsis">{run.commit.message}</span>
-                </>
+                  )}
+                  <span className="ellipsis" title={run.commit.message ?? undefined}>
+                    {run.commit.message}
+                  </span>
+                </div>
               ) : (
                 <span className="muted">—</span>
               )}
             </td>
-            <td className="small">{run.summary?.text ?? <span className="muted">—</span>}</td>
-            <td className="small">{run.createdBy ?? <span className="muted">—</span>}</td>
-            <td className="small">
+            <td data-label="Changes" className="small nowrap">
+              {run.summary?.text ?? <span className="muted">—</span>}
+            </td>
+            <td data-label="Started by" className="small by-cell">
+              {run.createdBy ?? <span className="muted">—</span>}
+            </td>
+            <td data-label="Created" className="small nowrap">
               <TimeAgo iso={run.createdAt} />
             </td>
-            <td className="small muted">
-              {run.finishedAt ? duration(Date.parse(run.finishedAt) - Date.parse(run.createdAt)) : ""}
+            <td data-label="Took" className="small muted nowrap">
+              {took(run) || "—"}
             </td>
           </tr>
         ))}

@@ -1,19 +1,16 @@
 import { useMemo, useState, type FormEvent } from "react";
-import { Link, useNavigate, useParams } from "react-router";
-import { request } from "../api/client";
-import { useAction, useQuery } from "../api/hooks";
-import { useToken } from "../auth";
+import { useNavigate, useParams } from "react-router";
+import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
-import { Card, Empty, ErrorBox, Loading, StatusBadge, TimeAgo, TypeBadge } from "../components/ui";
+import { FolderTree, type FolderNode } from "../components/FolderTree";
+import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
 import {
   CreateFolderDocument,
   CreateStackDocument,
   StackTreeDocument,
-  type StackTreeItemFragment,
   type StackTreeQuery,
 } from "../graphql/generated";
 
-type FolderNode = { path: string; name: string; stacks: StackTreeItemFragment[]; children: FolderNode[] };
 
 /** Folders come as a flat list of paths: nest them by path. */
 export function buildTree(folders: NonNullable<StackTreeQuery["organization"]>["folders"]): FolderNode[] {
@@ -31,10 +28,11 @@ export function buildTree(folders: NonNullable<StackTreeQuery["organization"]>["
 export function StacksPage() {
   const { org = "" } = useParams();
   const { version } = useActiveRuns();
-  const { data, error, loading, refetch } = useQuery(StackTreeDocument, { org }, version);
+  const { data, error, loading } = useApiQuery(StackTreeDocument, { org }, { refreshKey: version });
   const [creating, setCreating] = useState<"folder" | "stack" | null>(null);
   const tree = useMemo(() => buildTree(data?.organization?.folders ?? []), [data]);
   const organization = data?.organization;
+  usePageTitle("Stacks", org);
 
   return (
     <div className="page">
@@ -52,26 +50,18 @@ export function StacksPage() {
           </button>
         </div>
       </div>
-      {creating === "folder" && <CreateFolder org={org} onDone={() => { setCreating(null); void refetch(); }} />}
+      {creating === "folder" && <CreateFolder org={org} onDone={() => setCreating(null)} />}
       {creating === "stack" && (
         <CreateStack org={org} folders={(organization?.folders ?? []).map((f) => f.path)} onCancel={() => setCreating(null)} />
       )}
       <ErrorBox error={error} />
       {!data && loading && <Loading what="stacks" />}
-      {data && !organization && <Empty title={`There is no organization "${org}" that you are a member of.`} />}
       {organization && (
         <Card className="tree-card">
           {tree.length === 0 && organization.rootStacks.length === 0 ? (
             <Empty title="No stacks yet.">Create a folder to group stacks, or a stack from a Git repository.</Empty>
           ) : (
-            <ul className="tree" role="tree" aria-label="Folders and stacks">
-              {tree.map((node) => (
-                <FolderItem key={node.path} org={org} node={node} />
-              ))}
-              {organization.rootStacks.map((stack) => (
-                <StackItem key={stack.id} org={org} stack={stack} />
-              ))}
-            </ul>
+            <FolderTree org={org} folders={tree} rootStacks={organization.rootStacks} />
           )}
         </Card>
       )}
@@ -79,72 +69,15 @@ export function StacksPage() {
   );
 }
 
-function FolderItem({ org, node }: { org: string; node: FolderNode }) {
-  const [open, setOpen] = useState(true);
-  return (
-    <li role="treeitem" aria-expanded={open} data-folder={node.path}>
-      <div className="tree-row folder-row">
-        <button className="twisty" onClick={() => setOpen(!open)} aria-label={open ? "Collapse" : "Expand"}>
-          {open ? "▾" : "▸"}
-        </button>
-        <span className="folder-icon">▤</span>
-        <Link to={`/orgs/${org}/folders/${node.path}`} className="folder-name" title="Folder settings and variables">
-          {node.name}
-        </Link>
-        <span className="muted small">{node.stacks.length ? `${node.stacks.length} stack${node.stacks.length === 1 ? "" : "s"}` : ""}</span>
-      </div>
-      {open && (node.children.length > 0 || node.stacks.length > 0) && (
-        <ul role="group">
-          {node.children.map((child) => (
-            <FolderItem key={child.path} org={org} node={child} />
-          ))}
-          {node.stacks.map((stack) => (
-            <StackItem key={stack.id} org={org} stack={stack} />
-          ))}
-        </ul>
-      )}
-    </li>
-  );
-}
-
-function StackItem({ org, stack }: { org: string; stack: StackTreeItemFragment }) {
-  const last = stack.runs.nodes[0];
-  return (
-    <li role="treeitem" data-stack={stack.slug}>
-      <Link to={`/orgs/${org}/stacks/${stack.slug}`} className="tree-row stack-row">
-        <span className="stack-icon">◆</span>
-        <span className="stack-name">{stack.name || stack.slug}</span>
-        {stack.name && stack.name !== stack.slug && <span className="muted small mono">{stack.slug}</span>}
-        <span className="muted small mono ellipsis">
-          {stack.repository.replace(/^file:\/\//, "")} · {stack.branch}
-          {stack.path && stack.path !== "." ? ` · ${stack.path}` : ""}
-        </span>
-        <span className="spacer" />
-        {last ? (
-          <span className="last-run" data-testid="last-run">
-            <StatusBadge status={last.status} />
-            <TypeBadge type={last.type} />
-            <span className="muted small">
-              #{last.number} <TimeAgo iso={last.createdAt} />
-            </span>
-          </span>
-        ) : (
-          <span className="muted small">no runs yet</span>
-        )}
-      </Link>
-    </li>
-  );
-}
-
 function CreateFolder({ org, onDone }: { org: string; onDone: () => void }) {
-  const token = useToken();
+  const mutate = useMutate();
   const [path, setPath] = useState("");
   const { busy, error, run } = useAction();
 
   function submit(event: FormEvent) {
     event.preventDefault();
     void run(async () => {
-      const { createFolder } = await request(CreateFolderDocument, { org, path: path.trim() }, token);
+      const { createFolder } = await mutate(CreateFolderDocument, { org, path: path.trim() });
       if (createFolder.__typename !== "Folder") return createFolder.message;
       onDone();
     });
@@ -168,7 +101,7 @@ function CreateFolder({ org, onDone }: { org: string; onDone: () => void }) {
 }
 
 function CreateStack({ org, folders, onCancel }: { org: string; folders: string[]; onCancel: () => void }) {
-  const token = useToken();
+  const mutate = useMutate();
   const navigate = useNavigate();
   const [form, setForm] = useState({ slug: "", name: "", repository: "", branch: "", path: "", folder: "", gitHttpsToken: "" });
   const { busy, error, run } = useAction();
@@ -181,8 +114,7 @@ function CreateStack({ org, folders, onCancel }: { org: string; folders: string[
     event.preventDefault();
     const optional = (value: string) => value.trim() || null;
     void run(async () => {
-      const { createStack } = await request(
-        CreateStackDocument,
+      const { createStack } = await mutate(CreateStackDocument,
         {
           org,
           input: {
@@ -194,9 +126,7 @@ function CreateStack({ org, folders, onCancel }: { org: string; folders: string[
             folder: optional(form.folder),
             gitHttpsToken: optional(form.gitHttpsToken),
           },
-        },
-        token,
-      );
+        });
       if (createStack.__typename !== "Stack") return createStack.message;
       navigate(`/orgs/${org}/stacks/${createStack.slug}`);
     });
