@@ -49,6 +49,8 @@ expect.set_options(timeout=60_000)
 class UI:
     """Chromium on the served UI: each `open()` is a fresh browser profile (its own storage)."""
 
+    sizes = SIZES
+
     def __init__(self, browser: Browser, server: LiveServer) -> None:
         self.browser = browser
         self.server = server
@@ -111,12 +113,14 @@ class UI:
         return violations  # type: ignore[no-any-return]
 
     def check_screen(self, page: Page, name: str) -> Path:
-        """No sideways scrolling, no serious accessibility violation; saves the screenshot."""
+        """No sideways scrolling, no serious accessibility violation; saves the screenshot (first,
+        so that a failure can be looked at)."""
+        path = self.screenshot(page, name)
         overflow = self.horizontal_overflow(page)
         assert all(v <= 0 for v in overflow.values()), f"{name} scrolls sideways by {overflow} px"
         violations = self.axe(page)
         assert violations == [], f"{name}: axe found\n" + json.dumps(violations, indent=2)
-        return self.screenshot(page, name)
+        return path
 
     def close(self) -> list[str]:
         """Closes every page; returns the uncaught errors they had."""

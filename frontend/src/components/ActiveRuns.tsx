@@ -4,7 +4,6 @@ import { useLiveSubscription } from "../api/hooks";
 import { ActiveRunsDocument, type RunListItemFragment } from "../graphql/generated";
 import { TimeAgo, TypeBadge, StatusBadge } from "./ui";
 import type { ApiError } from "../api/client";
-import { plural } from "../format";
 
 type ActiveRuns = {
   runs: RunListItemFragment[];
@@ -123,7 +122,6 @@ export function ActiveRunsDrawerButton() {
         className={`runs-button ${waiting ? "attention" : ""}`}
         aria-haspopup="dialog"
         aria-expanded={open}
-        aria-label={label}
         title={label}
         data-testid="active-runs-button"
         onClick={() => {
@@ -131,9 +129,10 @@ export function ActiveRunsDrawerButton() {
           dialog.current?.showModal();
         }}
       >
-        <span className="runs-word">Runs</span>
+        <span className="sr-only">Active runs: </span>
         <span className="runs-count">{runs.length}</span>
-        {waiting > 0 && <span className="runs-waiting">{plural(waiting, "to approve", "to approve")}</span>}
+        <span>{runs.length === 1 ? "run" : "runs"}</span>
+        {waiting > 0 && <span className="runs-waiting">· {waiting} to approve</span>}
       </button>
       <dialog
         ref={dialog}

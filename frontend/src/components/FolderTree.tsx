@@ -37,7 +37,7 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
   const items = useMemo(() => visibleItems(org, folders, rootStacks, collapsed), [org, folders, rootStacks, collapsed]);
   const [focused, setFocused] = useState<string | null>(null);
   const current = items.some((item) => item.id === focused) ? focused : (items[0]?.id ?? null);
-  const elements = useRef(new Map<string, HTMLLIElement>());
+  const elements = useRef(new Map<string, HTMLElement>());
   const moved = useRef(false);
 
   useEffect(() => {
@@ -97,7 +97,7 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
 
   const itemProps = (id: string) => ({
     tabIndex: id === current ? 0 : -1,
-    ref: (element: HTMLLIElement | null) => {
+    ref: (element: HTMLElement | null) => {
       if (element) elements.current.set(id, element);
       else elements.current.delete(id);
     },
@@ -110,13 +110,13 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
     const id = stackId(stack.slug);
     const last = stack.runs.nodes[0];
     return (
-      <li key={stack.id} role="treeitem" data-stack={stack.slug} aria-labelledby={`${id}-name`} aria-describedby={last ? `${id}-last` : undefined} {...itemProps(id)}>
+      <li key={stack.id} role="treeitem" data-stack={stack.slug} {...itemProps(id)}>
         <Link to={`/orgs/${org}/stacks/${stack.slug}`} className="tree-row stack-row" tabIndex={-1}>
           <span className="stack-icon" aria-hidden="true">
             ◆
           </span>
           <span className="tree-label">
-            <span className="stack-name" id={`${id}-name`}>
+            <span className="stack-name">
               {stack.name || stack.slug}
             </span>
             {stack.name && stack.name !== stack.slug && <span className="muted small mono">{stack.slug}</span>}
@@ -126,7 +126,7 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
             </span>
           </span>
           {last ? (
-            <span className="last-run" data-testid="last-run" id={`${id}-last`}>
+            <span className="last-run" data-testid="last-run">
               <StatusBadge status={last.status} />
               <TypeBadge type={last.type} />
               <span className="muted small">
@@ -134,7 +134,7 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
               </span>
             </span>
           ) : (
-            <span className="muted small" id={`${id}-last`}>
+            <span className="muted small">
               no runs yet
             </span>
           )}
@@ -148,21 +148,30 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
     const open = !collapsed.has(node.path);
     const empty = node.children.length === 0 && node.stacks.length === 0;
     return (
-      <li key={node.path} role="treeitem" aria-expanded={empty ? undefined : open} data-folder={node.path} aria-labelledby={`${id}-name`} {...itemProps(id)}>
-        <div className="tree-row folder-row">
+      // The row is the tree item and owns its group (the WAI-ARIA navigation treeview's shape):
+      // its name is the row's own words, not every stack inside it.
+      <li key={node.path} role="none">
+        <div
+          role="treeitem"
+          className="tree-row folder-row"
+          aria-expanded={empty ? undefined : open}
+          aria-owns={open && !empty ? `${id}-group` : undefined}
+          data-folder={node.path}
+          {...itemProps(id)}
+        >
           <span className={`twisty ${empty ? "none" : ""}`} aria-hidden="true" onClick={() => !empty && setOpen(node.path, !open)}>
             {empty ? "" : open ? "▾" : "▸"}
           </span>
           <span className="folder-icon" aria-hidden="true">
             ▤
           </span>
-          <Link to={`/orgs/${org}/folders/${node.path}`} className="folder-name" title="Folder settings and variables" tabIndex={-1} id={`${id}-name`}>
+          <Link to={`/orgs/${org}/folders/${node.path}`} className="folder-name" title="Folder settings and variables" tabIndex={-1}>
             {node.name}
           </Link>
           <span className="muted small">{node.stacks.length ? `${node.stacks.length} stack${node.stacks.length === 1 ? "" : "s"}` : ""}</span>
         </div>
         {open && !empty && (
-          <ul role="group">
+          <ul role="group" id={`${id}-group`}>
             {node.children.map(renderFolder)}
             {node.stacks.map(renderStack)}
           </ul>

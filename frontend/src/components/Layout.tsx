@@ -51,7 +51,7 @@ function TopBar({ org }: { org: string | null }) {
       <a href="#main" className="skip-link">
         Skip to the page
       </a>
-      <Link to={home} className="brand" aria-label="Firstlume: stacks">
+      <Link to={home} className="brand" title="Your stacks">
         <span className="logo" aria-hidden="true">
           F
         </span>
