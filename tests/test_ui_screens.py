@@ -57,7 +57,9 @@ def runs(api: Api, tmp_path: Path) -> Runs:
     """An applied run (with its log) and the next apply, awaiting approval with confirm_destructive."""
     repo = make_stack_repo(tmp_path, BEFORE, message="Queue and replica for the payments service")
     api.create_stack("payments-eu-west", repo, folder="prod/eu")
-    api.create_stack("network", make_stack_repo(tmp_path / "net", 'resource "terraform_data" "n" { input = "n" }\n'))
+    api.create_stack(
+        "network", make_stack_repo(tmp_path / "net", 'resource "terraform_data" "n" { input = "n" }\n')
+    )
     api.settings("", {"require_approval": False})
     applied = api.start("payments-eu-west", "apply")
     api.wait(applied, "applied")
@@ -123,7 +125,9 @@ def test_every_screen_fits_the_width_and_passes_axe(size: str, ui: UI, tenant: T
     ui.check_screen(page, f"{size}-stack-settings")
 
 
-def test_on_a_phone_the_active_runs_are_a_header_button_and_a_drawer(ui: UI, tenant: Tenant, runs: Runs) -> None:
+def test_on_a_phone_the_active_runs_are_a_header_button_and_a_drawer(
+    ui: UI, tenant: Tenant, runs: Runs
+) -> None:
     page = ui.open(ui.sizes["phone"])
     ui.sign_in(page, tenant.token)
     # No panel beside the page: it would leave the page no room.
@@ -160,7 +164,9 @@ def focused(page: Page) -> str:
     )
 
 
-def test_the_folder_tree_works_with_the_arrow_keys(ui: UI, server: LiveServer, tenant: Tenant, runs: Runs) -> None:
+def test_the_folder_tree_works_with_the_arrow_keys(
+    ui: UI, server: LiveServer, tenant: Tenant, runs: Runs
+) -> None:
     page = ui.open()
     ui.sign_in(page, tenant.token)
     tree = page.get_by_role("tree", name="Folders and stacks")
@@ -199,7 +205,7 @@ def test_the_folder_tree_works_with_the_arrow_keys(ui: UI, server: LiveServer, t
 def test_an_unknown_organization_is_a_not_found_page(ui: UI, tenant: Tenant) -> None:
     page = ui.open()
     ui.sign_in(page, tenant.token, "/orgs/no-such-org/stacks")
-    expect(page.get_by_test_id("not-found")).to_contain_text('There is no organization “no-such-org”')
+    expect(page.get_by_test_id("not-found")).to_contain_text("There is no organization “no-such-org”")
     expect(page).to_have_title("Not found · Firstlume")
     # Nothing to create there, and nothing waiting to connect.
     expect(page.get_by_role("button", name="New stack")).to_have_count(0)
