@@ -1,8 +1,10 @@
-"""The UI's GraphQL operations are checked against schema.graphql when the UI is built: a schema
-change that breaks an operation fails `npm run build`, naming the file, line and field."""
+"""The UI's GraphQL operations are checked against schema.graphql when the UI is built
+(graphql-codegen, frontend/codegen.ts): a schema change that breaks an operation fails
+`npm run build`, naming the file, line and field, and writes nothing."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,29 +12,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CODEGEN = ROOT / "frontend" / "scripts" / "codegen.mjs"
-NODE = shutil.which("node")
+FRONTEND = ROOT / "frontend"
+CODEGEN = FRONTEND / "node_modules" / ".bin" / "graphql-codegen"
 
 
 def codegen(schema: Path, out: Path) -> subprocess.CompletedProcess[str]:
     # Like a missing terraform, a missing toolchain fails loudly: `make test` installs both.
-    if NODE is None or not (ROOT / "frontend" / "node_modules" / "graphql").exists():
+    if shutil.which("node") is None or not CODEGEN.exists():
         pytest.fail("needs node and the frontend's packages: run `make frontend` (`make test` does)")
+    env = {**os.environ, "FIRSTLUME_SCHEMA": str(schema), "FIRSTLUME_CODEGEN_OUT": str(out)}
     return subprocess.run(
-        [NODE or "node", str(CODEGEN), "--schema", str(schema), "--out", str(out)],
+        [str(CODEGEN), "--config", "codegen.ts"],
+        cwd=FRONTEND,
+        env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
 
 
 def test_the_ui_operations_are_valid_against_the_served_schema(tmp_path: Path) -> None:
-    result = codegen(ROOT / "schema.graphql", tmp_path / "generated.ts")
-    assert result.returncode == 0, result.stderr
+    result = codegen(ROOT / "schema.graphql", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
     generated = (tmp_path / "generated.ts").read_text()
     assert "export const ApproveRunDocument" in generated
-    assert 'export type RunStatus = "QUEUED"' in generated
+    assert "export type RunStatus =\n  | 'APPLIED'" in generated
+    # The schema's shape for the normalized cache (unions and keys) comes from the same run.
+    assert '"name": "ApproveRunResult"' in (tmp_path / "schema.ts").read_text()
 
 
 def test_a_schema_change_that_breaks_an_operation_fails_the_build_naming_the_field(tmp_path: Path) -> None:
@@ -41,8 +48,15 @@ def test_a_schema_change_that_breaks_an_operation_fails_the_build_naming_the_fie
     assert field in schema
     broken = tmp_path / "schema.graphql"
     broken.write_text(schema.replace(field, ""))
-    result = codegen(broken, tmp_path / "generated.ts")
+    out = tmp_path / "out"
+    result = codegen(broken, out)
     assert result.returncode == 1
     assert 'Cannot query field "awaitingApproval" on type "Run"' in result.stderr
     assert "src/graphql/fragments.graphql:" in result.stderr
-    assert not (tmp_path / "generated.ts").exists()
+    assert not (out / "generated.ts").exists()
+
+
+def test_npm_run_build_checks_the_operations_first() -> None:
+    scripts = (FRONTEND / "package.json").read_text()
+    assert '"build": "npm run codegen && tsc --noEmit && vite build"' in scripts
+    assert '"codegen": "graphql-codegen --config codegen.ts"' in scripts
