@@ -1,4 +1,5 @@
-"""Browser: every screen at a laptop's size (1440×900) and a phone's (390×844): nothing scrolls
+"""Browser: every screen at a laptop's size (1440×900), a phone's (390×844) and the narrowest the
+UI is made for (360×740): nothing scrolls
 sideways, axe-core finds no serious or critical accessibility violation, and a screenshot of each
 is saved (test-artifacts/screenshots/<size>-<screen>.png). Also: titles per page, the active-runs
 drawer on a phone, the folder tree by keyboard, an unknown organization.
@@ -72,7 +73,7 @@ def runs(api: Api, tmp_path: Path) -> Runs:
     return Runs(applied=applied, waiting=waiting)
 
 
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("size", ["desktop", "phone", "narrowest"])
 def test_every_screen_fits_the_width_and_passes_axe(size: str, ui: UI, tenant: Tenant, runs: Runs) -> None:
     page = ui.open(ui.sizes[size])
     org = tenant.org
@@ -93,6 +94,22 @@ def test_every_screen_fits_the_width_and_passes_axe(size: str, ui: UI, tenant: T
     expect(rows).to_have_count(2)
     expect(rows.nth(0)).to_contain_text("awaiting approval")
     expect(page).to_have_title("payments-eu-west · Stacks · Firstlume")
+    # Every cell of the highlighted row spans the row exactly (no gap in the highlight), and the
+    # changes and duration stay on one line.
+    cells = rows.nth(0).evaluate(
+        """row => [...row.cells].map(cell => {
+            const r = cell.getBoundingClientRect(), t = row.getBoundingClientRect();
+            const text = document.createRange();
+            text.selectNodeContents(cell);
+            const lineHeight = parseFloat(getComputedStyle(cell).lineHeight);
+            return { label: cell.dataset.label, top: r.top - t.top, bottom: t.bottom - r.bottom,
+                     oneLine: text.getBoundingClientRect().height < 1.5 * lineHeight };
+        })"""
+    )
+    if size == "desktop":
+        assert all(c["top"] == 0 and c["bottom"] == 0 for c in cells), cells
+    unwrapped = {c["label"]: c["oneLine"] for c in cells if c["label"] in ("Changes", "Took")}
+    assert unwrapped == {"Changes": True, "Took": True}, unwrapped
     ui.check_screen(page, f"{size}-stack")
 
     page.goto(f"/orgs/{org}/runs/{runs.waiting}")

@@ -40,7 +40,9 @@ AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 # The sizes every screen is checked at: a laptop and a phone.
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
-SIZES = {"desktop": DESKTOP, "phone": PHONE}
+# The narrowest screen the UI is made for.
+NARROWEST = {"width": 360, "height": 740}
+SIZES = {"desktop": DESKTOP, "phone": PHONE, "narrowest": NARROWEST}
 
 # Real Terraform runs take seconds; a UI assertion waits for them, never longer than this.
 expect.set_options(timeout=60_000)

@@ -73,6 +73,7 @@ export function StepTimeline({ org, run, openStep }: { org: string; run: RunDeta
                     runId={run.id}
                     steps={[step]}
                     single
+                    downloadName={`${run.stack.slug}-run-${run.number}-${step.name}.log`}
                     runFinished={run.finished}
                     height="short"
                     waiting={step.status === "PENDING" ? "This step has not started." : "No output yet."}

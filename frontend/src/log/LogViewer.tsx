@@ -116,7 +116,7 @@ export function LogViewer({
   waiting: string;
   runFinished: boolean;
   height?: "tall" | "short";
-  /** The file name of the raw log's download; no download button without one. */
+  /** The file name of the raw log's download (the step's alone when `single`); no download button without one. */
   downloadName?: string;
 }) {
   const token = useToken();
@@ -230,7 +230,7 @@ export function LogViewer({
     if (!downloadName) return;
     setDownloading("Preparing the download…");
     try {
-      await downloadRunLog(org, runId, token, downloadName);
+      await downloadRunLog(org, runId, token, downloadName, single ? (steps[0]?.name ?? null) : null);
       setDownloading(null);
     } catch (caught) {
       setDownloading(caught instanceof Error ? caught.message : String(caught));

@@ -1,9 +1,10 @@
-// The raw log as stored, byte for byte, from the REST route (GraphQL carries text in chunks):
+// The raw log (or one step's) as stored, byte for byte, from the REST route (GraphQL carries text in chunks):
 // fetched with the token, then handed to the browser as a file.
-export async function downloadRunLog(org: string, runId: string, token: string, fileName: string): Promise<void> {
+export async function downloadRunLog(org: string, runId: string, token: string, fileName: string, step: string | null = null): Promise<void> {
+  const query = step ? `?step=${encodeURIComponent(step)}` : "";
   let response: Response;
   try {
-    response = await fetch(`/api/v1/orgs/${encodeURIComponent(org)}/runs/${encodeURIComponent(runId)}/logs`, {
+    response = await fetch(`/api/v1/orgs/${encodeURIComponent(org)}/runs/${encodeURIComponent(runId)}/logs${query}`, {
       headers: { authorization: `Bearer ${token}` },
     });
   } catch {

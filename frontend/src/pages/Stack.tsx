@@ -160,6 +160,7 @@ function took(run: RunListItemFragment): string {
 /** The stack's runs: a table on wide screens, one card per run on narrow ones (same markup). */
 function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
   return (
+    <div className="table-box">
     <table className="table runs-table responsive">
       <thead>
         <tr>
@@ -214,7 +215,7 @@ function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
             <td data-label="Changes" className="small nowrap">
               {run.summary?.text ?? <span className="muted">—</span>}
             </td>
-            <td data-label="Started by" className="small by-cell">
+            <td data-label="Started by" className="small by-cell" title={run.createdBy ?? undefined}>
               {run.createdBy ?? <span className="muted">—</span>}
             </td>
             <td data-label="Created" className="small nowrap">
@@ -227,5 +228,6 @@ function RunTable({ org, runs }: { org: string; runs: RunListItemFragment[] }) {
         ))}
       </tbody>
     </table>
+    </div>
   );
 }
