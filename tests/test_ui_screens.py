@@ -195,6 +195,12 @@ def test_the_folder_tree_works_with_the_arrow_keys(
         if focused(page).startswith("folder:"):
             break
     assert focused(page) == "folder:prod"
+    # The focus ring: 3 px of indigo (7.9:1 against the white rows, WCAG asks 3:1).
+    ring = page.evaluate(
+        "() => { const s = getComputedStyle(document.activeElement);"
+        " return [s.outlineStyle, s.outlineWidth, s.outlineColor]; }"
+    )
+    assert ring == ["solid", "3px", "rgb(67, 56, 202)"], ring
     page.keyboard.press("ArrowDown")
     assert focused(page) == "folder:prod/eu"
     page.keyboard.press("ArrowRight")  # open already: into its first child

@@ -1,4 +1,4 @@
-import { useEffect, useReducer, useRef } from "react";
+import { useEffect, useMemo, useReducer, useRef } from "react";
 import { useClient } from "urql";
 import type { ApiError } from "../api/client";
 import { liveSubscription, type SubscriptionState } from "../api/hooks";
@@ -77,8 +77,14 @@ export function useRunLog(org: string, runId: string, steps: readonly string[]):
     }
   }, [client, org, runId, key]);
 
-  const wanted = key ? key.split("\n") : [];
-  const sections = wanted.map((step) => followers.current.get(step)?.section).filter((s): s is LogSection => Boolean(s));
+  // The same array until text or states change: searching 100,000 lines happens per change, not per render.
+  const sections = useMemo(
+    () =>
+      (key ? key.split("\n") : [])
+        .map((step) => followers.current.get(step)?.section)
+        .filter((s): s is LogSection => Boolean(s)),
+    [key, version],
+  );
   const error = sections.find((s) => s.state.error)?.state.error ?? null;
   return { sections, version, error };
 }
