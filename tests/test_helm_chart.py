@@ -22,7 +22,9 @@ import pytest
 import yaml
 
 from firstlume.launchers import kubernetes as kubernetes_launcher
-from firstlume.launchers.kubernetes_config import ENV_VARS, KubernetesLauncherConfig
+from firstlume.settings import KubernetesSettings, Settings, env_name
+
+ENV_VARS = {env_name(KubernetesSettings, name) for name in KubernetesSettings.model_fields}
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "firstlume"
@@ -347,5 +349,5 @@ def test_the_rendered_chart_is_valid_for_kubernetes(values: dict[str, Any], tmp_
         for doc in documents:
             kubernetes_validate.validate(doc, version, strict=True)
     (configmap,) = [doc for doc in documents if doc["kind"] == "ConfigMap"]
-    config = KubernetesLauncherConfig.from_env(configmap["data"])
+    config = Settings.from_env(configmap["data"]).k8s
     assert config.instance == "firstlume"

@@ -15,7 +15,7 @@ from firstlume.launchers.kubernetes import (
     KubernetesLaunchError,
     failure_reason,
 )
-from firstlume.launchers.kubernetes_config import KubernetesLauncherConfig
+from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
 
 NAMESPACE = "firstlume-runs"
@@ -23,7 +23,7 @@ TOKEN = "flx_secret_phase_token"
 TIMEOUT = 10.0
 
 
-def make_config(**overrides: object) -> KubernetesLauncherConfig:
+def make_config(**overrides: object) -> KubernetesSettings:
     settings: dict[str, object] = {
         "image": "registry.example/firstlume:1.0",
         "namespace": NAMESPACE,
@@ -33,7 +33,7 @@ def make_config(**overrides: object) -> KubernetesLauncherConfig:
         "image_pull_grace_seconds": 120,
         **overrides,
     }
-    return KubernetesLauncherConfig(**settings)  # type: ignore[arg-type]
+    return KubernetesSettings(**settings)  # type: ignore[arg-type]
 
 
 def phase(run_id: str = "run-1", name: str = "plan", attempt: int = 1, token: str = TOKEN) -> PhaseLaunch:

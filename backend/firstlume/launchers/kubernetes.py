@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from firstlume.launchers import manifests
 from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes_config import KubernetesLauncherConfig
+from firstlume.settings import KubernetesSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class KubernetesLauncher:
 
     def __init__(
         self,
-        config: KubernetesLauncherConfig,
+        config: KubernetesSettings,
         *,
         batch_api: Any,
         core_api: Any,
@@ -246,12 +246,12 @@ class KubernetesLauncher:
         self._last_pass: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Any) -> KubernetesLauncher:
-        """The launcher of `firstlume serve`: FIRSTLUME_K8S_* from the settings' environment."""
-        return cls.from_config(KubernetesLauncherConfig.from_env(settings.environ))
+    def from_settings(cls, settings: Settings) -> KubernetesLauncher:
+        """The launcher of `firstlume serve`: its FIRSTLUME_K8S_* settings."""
+        return cls.from_config(settings.k8s)
 
     @classmethod
-    def from_config(cls, config: KubernetesLauncherConfig) -> KubernetesLauncher:
+    def from_config(cls, config: KubernetesSettings) -> KubernetesLauncher:
         """Build the API clients from a kubeconfig (FIRSTLUME_K8S_KUBECONFIG) or the pod's service account."""
         from kubernetes import client as kube_client
         from kubernetes import config as kube_config
