@@ -10,11 +10,8 @@ from kubernetes.client import V1Job
 
 from firstlume.launchers import manifests
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes import (
-    KubernetesLauncher,
-    KubernetesLaunchError,
-    failure_reason,
-)
+from firstlume.launchers.kubernetes import KubernetesLauncher, KubernetesLaunchError
+from firstlume.launchers.kubernetes_failures import failure_reason
 from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
 
