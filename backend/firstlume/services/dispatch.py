@@ -131,14 +131,16 @@ async def _claim(ctx: Context, candidates: Any, expected: RunStatus, target: Run
     return launches
 
 
-async def claim_plans(ctx: Context, limit: int = CLAIM_BATCH) -> list[PhaseLaunch]:
-    """Claims up to `limit` startable plan phases (queued → planning) in one transaction."""
-    return await _claim(ctx, _startable_plans(limit), RunStatus.QUEUED, RunStatus.PLANNING)
+async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
+    """Claims up to `limit` (CLAIM_BATCH) startable plan phases (queued → planning) in one transaction."""
+    candidates = _startable_plans(limit or CLAIM_BATCH)
+    return await _claim(ctx, candidates, RunStatus.QUEUED, RunStatus.PLANNING)
 
 
-async def claim_applies(ctx: Context, limit: int = CLAIM_BATCH) -> list[PhaseLaunch]:
-    """Claims up to `limit` approved applies (apply_queued → applying) in one transaction."""
-    return await _claim(ctx, _queued_applies(limit), RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
+async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
+    """Claims up to `limit` (CLAIM_BATCH) approved applies (apply_queued → applying) in one transaction."""
+    candidates = _queued_applies(limit or CLAIM_BATCH)
+    return await _claim(ctx, candidates, RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
 
 
 async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:
