@@ -259,6 +259,33 @@ def test_the_token_is_only_in_the_secret_never_in_the_job() -> None:
     assert secret["metadata"]["labels"] == job["metadata"]["labels"]
 
 
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_the_executor_pod_holds_no_control_plane_secret(config: KubernetesSettings) -> None:
+    """Executors run untrusted Terraform code: the only Secret their pod may read is the phase
+    token's, owned by its Job; no Kubernetes API token is mounted; its service account is its own."""
+    launch = launch_for()
+    pod = manifests.job(config, launch)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == config.service_account
+    (container,) = pod["containers"]
+    secret_keys = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
+    assert secret_keys == [
+        {"name": manifests.secret_name(launch.run_id, "plan", 1), "key": manifests.TOKEN_KEY}
+    ]
+    assert [source["secretRef"]["name"] for source in container.get("envFrom", [])] == list(
+        config.env_from_secrets
+    )
+    assert all(set(volume) == {"name", "emptyDir"} for volume in pod["volumes"])
+    names = {e["name"] for e in container["env"]}
+    assert not names & {
+        "FIRSTLUME_DATABASE_URL",
+        "FIRSTLUME_ENCRYPTION_KEYS",
+        "FIRSTLUME_PUBSUB_URL",
+        "FIRSTLUME_DATA_DIR",
+    }
+    assert not [name for name in names if name.startswith("FIRSTLUME_K8S_")]
+
+
 def test_the_owner_reference_makes_the_job_own_the_secret() -> None:
     patch = manifests.secret_owner_patch("fl-run-plan-1", "uid-1")
     assert patch == {
