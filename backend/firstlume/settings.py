@@ -82,14 +82,15 @@ class _EnvSettings(BaseSettings):
                 value = value.strip()
                 if not value:
                     field = cls.model_fields.get(key)
-                    if field is not None and _extra(field).get("empty_is_none"):
+                    if field is not None and field_doc(field).get("empty_is_none"):
                         cleaned[key] = None
                     continue
             cleaned[key] = value
         return cleaned
 
 
-def _extra(field: FieldInfo) -> dict[str, Any]:
+def field_doc(field: FieldInfo) -> dict[str, Any]:
+    """The metadata `doc()` gave a field."""
     extra = field.json_schema_extra
     return extra if isinstance(extra, dict) else {}
 
@@ -584,7 +585,7 @@ def describe(error: ValidationError, model: type[BaseSettings]) -> str:
         where = env_name(model, field) + "".join(
             f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:]
         )
-        secret = _extra(model.model_fields[field]).get("secret")
+        secret = field_doc(model.model_fields[field]).get("secret")
         got = item.get("input")
         if item["type"] != "value_error" and not secret and isinstance(got, str | int | float):
             message += f" (got {got!r})"

@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
-from firstlume.settings import K8S_PREFIX, KubernetesSettings, Settings, env_name
+from firstlume.settings import K8S_PREFIX, KubernetesSettings, Settings, env_name, field_doc
 
 TABLES = ("settings", "k8s-settings")
 
 
-def _extra(field: FieldInfo) -> dict[str, Any]:
-    extra = field.json_schema_extra
-    return extra if isinstance(extra, dict) else {}
-
-
 def _default(field: FieldInfo) -> str:
-    extra = _extra(field)
+    extra = field_doc(field)
     if "default_text" in extra:
         return str(extra["default_text"])
     value = field.get_default(call_default_factory=True)
@@ -37,7 +31,7 @@ def _default(field: FieldInfo) -> str:
 
 
 def _helm(field: FieldInfo) -> str:
-    helm = _extra(field).get("helm")
+    helm = field_doc(field).get("helm")
     if helm is None:
         return ""
     return helm if " " in helm and "`" not in helm else f"`{helm}`"
@@ -62,8 +56,8 @@ def k8s_settings_table() -> str:
     lines = ["| variable | default | Helm value (its default) | meaning |", "|---|---|---|---|"]
     for name, field in _rows(KubernetesSettings):
         helm = _helm(field)
-        chart_default = _extra(field).get("helm_default")
-        if helm and chart_default and chart_default != _extra(field).get("helm"):
+        chart_default = field_doc(field).get("helm_default")
+        if helm and chart_default and chart_default != field_doc(field).get("helm"):
             helm += f" ({chart_default})"
         lines.append(
             f"| `{env_name(KubernetesSettings, name)}` | {_default(field)} | {helm} | {field.description} |"
