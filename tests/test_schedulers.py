@@ -313,9 +313,7 @@ async def test_concurrent_claims_skip_each_others_rows_instead_of_waiting(
     other = await _process(ctx)
     try:
         async with ctx.db.transaction() as session:
-            held = set(
-                await session.scalars(dispatch._startable_plans(3).with_for_update(of=Run, skip_locked=True))
-            )
+            held = set(await session.scalars(dispatch.STARTABLE_PLANS, {"limit": 3}))
             assert len(held) == 3
             async with asyncio.timeout(10):  # waiting on the held rows would time out here
                 claimed = await dispatch.claim_plans(other)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, exists, func, insert, or_, select
+from sqlalchemy import Integer, Select, Table, and_, bindparam, exists, func, insert, or_, select
 from sqlalchemy.orm import aliased
 
 from firstlume.crypto import hash_token, new_token
@@ -34,7 +34,7 @@ LOCK_VALUES = [s.value for s in HOLDS_LOCK]
 CLAIM_BATCH = 200
 
 
-def _startable_plans(limit: int) -> Any:
+def _startable_plans() -> Select[str]:
     """The first queued run of every stack that no run currently locks, oldest first."""
     queued = aliased(Run)
     holder = aliased(Run)
@@ -43,22 +43,27 @@ def _startable_plans(limit: int) -> Any:
         .where(queued.stack_id == Run.stack_id, queued.status == RunStatus.QUEUED.value)
         .scalar_subquery()
     )
-    return (
-        select(Run.id)
-        .where(
-            Run.status == RunStatus.QUEUED.value,
-            Run.number == first_number,
-            ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
-        )
-        .order_by(Run.created_at)
-        .limit(limit)
+    return select(Run.id).where(
+        Run.status == RunStatus.QUEUED.value,
+        Run.number == first_number,
+        ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
     )
 
 
-def _queued_applies(limit: int) -> Any:
+def _locking_batch(candidates: Select[str], order: Any) -> Select[str]:
+    # Rows another scheduler has locked are skipped, not waited for: it is claiming them.
     return (
-        select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value).order_by(Run.updated_at).limit(limit)
+        candidates.order_by(order)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(of=Run, skip_locked=True)
     )
+
+
+# Built once: a claim runs them back to back, and building them costs more than running them.
+STARTABLE_PLANS = _locking_batch(_startable_plans(), Run.created_at)
+QUEUED_APPLIES = _locking_batch(
+    select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value), Run.updated_at
+)
 
 
 async def _claim_batch(
@@ -79,7 +84,7 @@ async def _claim_batch(
     phase = PHASE_OF_RUNNING_STATUS[target].value
     tokens = {row.id: new_token("flx") for row in moved}
     await unit.session.execute(
-        insert(PhaseToken),
+        insert(cast(Table, PhaseToken.__table__)),
         [
             {
                 "run_id": row.id,
@@ -112,9 +117,11 @@ async def _claim_batch(
     ]
 
 
-async def _claim(ctx: Context, candidates: Any, expected: RunStatus, target: RunStatus) -> list[PhaseLaunch]:
+async def _claim(
+    ctx: Context, candidates: Select[str], limit: int, expected: RunStatus, target: RunStatus
+) -> list[PhaseLaunch]:
     async with ctx.unit() as unit:
-        run_ids = list(await unit.session.scalars(candidates.with_for_update(of=Run, skip_locked=True)))
+        run_ids = list(await unit.session.scalars(candidates, {"limit": limit}))
         try:
             return await _claim_batch(ctx, unit, run_ids, expected, target)
         except StackLocked:
@@ -133,14 +140,12 @@ async def _claim(ctx: Context, candidates: Any, expected: RunStatus, target: Run
 
 async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
     """Claims up to `limit` (CLAIM_BATCH) startable plan phases (queued → planning) in one transaction."""
-    candidates = _startable_plans(limit or CLAIM_BATCH)
-    return await _claim(ctx, candidates, RunStatus.QUEUED, RunStatus.PLANNING)
+    return await _claim(ctx, STARTABLE_PLANS, limit or CLAIM_BATCH, RunStatus.QUEUED, RunStatus.PLANNING)
 
 
 async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
     """Claims up to `limit` (CLAIM_BATCH) approved applies (apply_queued → applying) in one transaction."""
-    candidates = _queued_applies(limit or CLAIM_BATCH)
-    return await _claim(ctx, candidates, RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
+    return await _claim(ctx, QUEUED_APPLIES, limit or CLAIM_BATCH, RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
 
 
 async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:

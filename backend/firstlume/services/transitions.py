@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firstlume.db.models import Run, RunStatusChange
@@ -121,7 +121,7 @@ async def change_status_many(
     if not moved:
         return []
     await session.execute(
-        insert(RunStatusChange),
+        insert(cast(Table, RunStatusChange.__table__)),
         [
             {
                 "run_id": row.id,
