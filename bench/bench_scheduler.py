@@ -1,37 +1,80 @@
-"""Scheduler and API figures with thousands of stacks and runs.
+"""P4: the scheduler claiming queued runs, with its floor; then two read figures over the result.
 
-    .venv/bin/python bench/bench_scheduler.py [sqlite|postgresql] [STACKS] [RUNS_PER_STACK]
+    .venv/bin/python bench/bench_scheduler.py [sqlite|postgresql] [STACKS] [REPEAT]
 
-Creates STACKS stacks with RUNS_PER_STACK queued runs each in a fresh database, then times:
-one dispatch pass (claim the first run of every free stack), the organization's active-runs
-query as the REST route serves it, and one stack's run list. PostgreSQL uses the local server
-(user postgres, trust auth), in a database created and dropped here.
+Each figure starts from a fresh database holding STACKS stacks (default 1,000) with one queued
+plan run each, and ends when every run is claimed:
+
+- floor: one bulk UPDATE moving every queued run to `planning` (what the database itself needs);
+- back to back: one control-plane process calling dispatch.claim_plans until the queue is empty;
+- two control planes (PostgreSQL): two such processes at once, each with its own engine;
+- at the loop's pace: the real Scheduler loop (default FIRSTLUME_SCHEDULER_INTERVAL) with a
+  launcher that only records launches, until every run is launched.
+
+Every claim is counted: a run launched twice is reported (targets: 0 double launches, all
+claimed within 2 s back to back, two control planes faster than one, within 3 s at the loop's
+pace). PostgreSQL uses the local server (user postgres, trust auth), in databases created and
+dropped here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from firstlume.api.rest.serializers import runs_json
 from firstlume.crypto import KeyRing, generate_key
 from firstlume.db.engine import Database
 from firstlume.db.migrate import upgrade
 from firstlume.db.models import Organization, Run, Stack, User
+from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.pubsub import PubSub
+from firstlume.scheduler.loop import Scheduler
 from firstlume.services import dispatch, runs
 from firstlume.services.context import Context
 from firstlume.settings import Settings
 
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+KEY = generate_key()
 
-async def _seed(db: Database, stacks: int, per_stack: int) -> None:
+
+# -- databases ------------------------------------------------------------------------------------
+
+
+async def _new_database(dialect: str) -> tuple[str, str | None]:
+    if dialect == "postgresql":
+        name = f"fl_bench_{uuid.uuid4().hex[:8]}"
+        conn = await asyncpg.connect(PG_ADMIN)
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+        url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    else:
+        name = None
+        url = f"sqlite+aiosqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+    await asyncio.to_thread(upgrade, url)
+    return url, name
+
+
+async def _drop(name: str | None) -> None:
+    if name:
+        conn = await asyncpg.connect(PG_ADMIN)
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.close()
+
+
+async def _seed(url: str, stacks: int) -> None:
+    db = Database(url)
     async with db.transaction() as session:
         org = Organization(slug="bench", name="bench")
         user = User(email="bench@example.com")
@@ -39,54 +82,164 @@ async def _seed(db: Database, stacks: int, per_stack: int) -> None:
         await session.flush()
         stack_rows = [
             {"id": uuid.uuid4().hex, "org_id": org.id, "slug": f"s{i}", "name": f"s{i}", "repository": "file:///r",
-             "branch": "main", "path": ".", "run_counter": per_stack}
+             "branch": "main", "path": ".", "run_counter": 1}
             for i in range(stacks)
         ]  # fmt: skip
         await session.execute(insert(Stack), stack_rows)
         run_rows = [
-            {"id": uuid.uuid4().hex, "org_id": org.id, "stack_id": s["id"], "number": n, "type": "plan",
-             "status": "queued", "created_by_id": user.id, "acknowledged": [], "variables_used": [], "state_backends": []}
+            {"id": uuid.uuid4().hex, "org_id": org.id, "stack_id": s["id"], "number": 1, "type": "plan",
+             "status": "queued", "created_by_id": user.id, "acknowledged": [], "variables_used": [],
+             "state_backends": []}
             for s in stack_rows
-            for n in range(1, per_stack + 1)
         ]  # fmt: skip
         for start in range(0, len(run_rows), 5000):
             await session.execute(insert(Run), run_rows[start : start + 5000])
+    await db.dispose()
 
 
-async def _timed(label: str, work) -> object:  # type: ignore[no-untyped-def]
+def _context(url: str, **settings: str) -> Context:
+    env = {"FIRSTLUME_DATABASE_URL": url, "FIRSTLUME_ENCRYPTION_KEYS": KEY, **settings}
+    return Context(
+        settings=Settings.from_env(env), db=Database(url), keyring=KeyRing([KEY]), pubsub=PubSub("memory://")
+    )
+
+
+async def _fresh(dialect: str, stacks: int) -> tuple[str, str | None]:
+    url, name = await _new_database(dialect)
+    await _seed(url, stacks)
+    return url, name
+
+
+# -- the figures -----------------------------------------------------------------------------------
+
+
+async def floor(url: str) -> float:
+    db = Database(url)
     started = time.perf_counter()
-    result = await work()
-    print(f"{label:<48} {1000 * (time.perf_counter() - started):9.1f} ms")
-    return result
+    async with db.transaction() as session:
+        await session.execute(
+            update(Run)
+            .where(Run.status == "queued")
+            .values(status="planning", phase_attempt=Run.phase_attempt + 1)
+        )
+    elapsed = time.perf_counter() - started
+    await db.dispose()
+    return elapsed
 
 
-async def main(dialect: str, stacks: int, per_stack: int) -> None:
-    pg_name = None
-    if dialect == "postgresql":
-        pg_name = f"fl_bench_{uuid.uuid4().hex[:8]}"
-        conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-        await conn.execute(f'CREATE DATABASE "{pg_name}"')
-        await conn.close()
-        url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{pg_name}"
-    else:
-        url = f"sqlite+aiosqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+async def _claim_all(ctx: Context) -> list[str]:
+    claimed: list[str] = []
+    while batch := await dispatch.claim_plans(ctx):
+        claimed += [launch.run_id for launch in batch]
+    return claimed
+
+
+async def _control_plane(url: str, ready: Any, go: Any) -> list[str]:
+    """One control plane's claims, after it warmed up like a running server would have (its
+    engine connected, its ORM mappers configured)."""
+    ctx = _context(url)
+    await ctx.pubsub.connect()
+    async with ctx.db.transaction() as session:
+        await session.scalar(select(Run.id).limit(1))
+    ready.wait()
+    go.wait()
     try:
-        await asyncio.to_thread(upgrade, url)
+        return await _claim_all(ctx)
+    finally:
+        await ctx.pubsub.disconnect()
+        await ctx.db.dispose()
+
+
+def _worker(url: str, ready: Any, go: Any, results: Any) -> None:
+    results.put(asyncio.run(_control_plane(url, ready, go)))
+
+
+def control_planes(url: str, count: int) -> tuple[float, list[str]]:
+    """`count` processes claiming at once, each with its own engine, timed from a common start."""
+    context = multiprocessing.get_context("spawn")
+    ready, go, results = context.Barrier(count + 1), context.Event(), context.Queue()
+    workers = [context.Process(target=_worker, args=(url, ready, go, results)) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    started = time.perf_counter()
+    go.set()
+    claimed = [run_id for _ in workers for run_id in results.get(timeout=300)]
+    elapsed = time.perf_counter() - started
+    for worker in workers:
+        worker.join()
+    return elapsed, claimed
+
+
+class RecordingLauncher:
+    """Counts launches; its executors never run, which is all the scheduler's pace needs."""
+
+    def __init__(self, expected: int) -> None:
+        self.launched: list[str] = []
+        self.expected = expected
+        self.done = asyncio.Event()
+
+    async def start(self, on_death: DeathCallback) -> None:
+        return None
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        self.launched.append(launch.run_id)
+        if len(self.launched) >= self.expected:
+            self.done.set()
+
+    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
+        return []
+
+    async def cleanup(self, ref: PhaseRef) -> None:
+        return None
+
+    async def cancel(self, run_id: str) -> None:
+        return None
+
+    async def close(self) -> list[ExecutorDied]:
+        return []
+
+
+async def loop_pace(url: str, stacks: int) -> tuple[float, list[str]]:
+    ctx = _context(url)
+    await ctx.pubsub.connect()
+    launcher = RecordingLauncher(stacks)
+    scheduler = Scheduler(ctx, launcher)
+    started = time.perf_counter()
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(launcher.done.wait(), timeout=600)
+        elapsed = time.perf_counter() - started
+    finally:
+        await scheduler.stop()
+        await ctx.pubsub.disconnect()
+        await ctx.db.dispose()
+    return elapsed, launcher.launched
+
+
+def _line(label: str, seconds: float, claimed: list[str] | None = None, stacks: int = 0) -> None:
+    text = f"{label:<44} {seconds:8.2f} s"
+    if claimed is not None:
+        doubles = sum(1 for count in Counter(claimed).values() if count > 1)
+        text += f"  ({len(set(claimed))}/{stacks} claimed, {doubles} launched twice)"
+    print(text, flush=True)
+
+
+async def _with_fresh(
+    dialect: str, stacks: int, work: Callable[[str], Awaitable[tuple[float, list[str]]]]
+) -> tuple[float, list[str]]:
+    url, name = await _fresh(dialect, stacks)
+    try:
+        return await work(url)
+    finally:
+        await _drop(name)
+
+
+async def reads(dialect: str, stacks: int) -> None:
+    """Two read figures the claims touch: the organization's active runs and one stack's runs."""
+    url, name = await _fresh(dialect, stacks)
+    try:
         db = Database(url)
-        key = generate_key()
-        settings = Settings.from_env({"FIRSTLUME_DATABASE_URL": url, "FIRSTLUME_ENCRYPTION_KEYS": key})
-        ctx = Context(settings=settings, db=db, keyring=KeyRing([key]), pubsub=PubSub("memory://"))
-        print(f"{dialect}: {stacks} stacks x {per_stack} queued runs = {stacks * per_stack} runs")
-        await _timed("seed", lambda: _seed(db, stacks, per_stack))
-        claimed = 0
-        started = time.perf_counter()
-        while True:
-            batch = await dispatch.claim_plans(ctx, limit=500)
-            if not batch:
-                break
-            claimed += len(batch)
-        print(f"{'dispatch: claim the first run of every stack':<48} {1000 * (time.perf_counter() - started):9.1f} ms"
-              f"  ({claimed} claimed, {1000 * (time.perf_counter() - started) / max(claimed, 1):.2f} ms each)")  # fmt: skip
 
         async def active() -> int:
             async with db.transaction() as session:
@@ -94,22 +247,55 @@ async def main(dialect: str, stacks: int, per_stack: int) -> None:
                 assert org is not None
                 return len(await runs_json(session, await runs.list_active_runs(session, org)))
 
-        count = await _timed("active runs of the organization (REST shape)", active)
-        print(f"{'':<48} ({count} runs)")
-
         async def stack_runs() -> int:
             async with db.transaction() as session:
                 stack = await session.scalar(select(Stack).where(Stack.slug == "s0"))
                 assert stack is not None
                 return len(await runs_json(session, await runs.list_stack_runs(session, stack)))
 
-        await _timed("one stack's runs, newest first (REST shape)", stack_runs)
+        for label, work in (
+            ("active runs of the organization (REST)", active),
+            ("one stack's runs (REST)", stack_runs),
+        ):
+            started = time.perf_counter()
+            count = await work()
+            print(f"{label:<44} {time.perf_counter() - started:8.2f} s  ({count} runs)")
         await db.dispose()
     finally:
-        if pg_name:
-            conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-            await conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
-            await conn.close()
+        await _drop(name)
+
+
+def _median(figures: list[tuple[float, list[str]]]) -> tuple[float, list[str]]:
+    """The run with the median time, with its claims: the machine is shared, so one run alone says little."""
+    return sorted(figures, key=lambda figure: figure[0])[len(figures) // 2]
+
+
+async def main(dialect: str, stacks: int, repeat: int) -> None:
+    print(
+        f"P4 {dialect}: {stacks} stacks, one queued run each; median of {repeat} runs, each on a fresh "
+        "database (2 cores; wall time)"
+    )
+    floors = []
+    for _ in range(repeat):
+        url, name = await _fresh(dialect, stacks)
+        try:
+            floors.append(await floor(url))
+        finally:
+            await _drop(name)
+    _line("floor: one bulk UPDATE of every run", sorted(floors)[len(floors) // 2])
+    for count in (1, 2) if dialect == "postgresql" else (1,):
+        figures = []
+        for _ in range(repeat):
+            url, name = await _fresh(dialect, stacks)
+            try:
+                figures.append(await asyncio.to_thread(control_planes, url, count))
+            finally:
+                await _drop(name)
+        label = "one control plane" if count == 1 else f"{count} control planes"
+        _line(f"claimed back to back, {label}", *_median(figures), stacks)
+    figures = [await _with_fresh(dialect, stacks, lambda url: loop_pace(url, stacks)) for _ in range(repeat)]
+    _line("launched by the scheduler loop", *_median(figures), stacks)
+    await reads(dialect, stacks)
 
 
 if __name__ == "__main__":
@@ -117,7 +303,7 @@ if __name__ == "__main__":
     asyncio.run(
         main(
             args[0] if args else "sqlite",
-            int(args[1]) if len(args) > 1 else 2000,
+            int(args[1]) if len(args) > 1 else 1000,
             int(args[2]) if len(args) > 2 else 3,
         )
     )

@@ -10,12 +10,9 @@ from kubernetes.client import V1Job
 
 from firstlume.launchers import manifests
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes import (
-    KubernetesLauncher,
-    KubernetesLaunchError,
-    failure_reason,
-)
-from firstlume.launchers.kubernetes_config import KubernetesLauncherConfig
+from firstlume.launchers.kubernetes import KubernetesLauncher, KubernetesLaunchError
+from firstlume.launchers.kubernetes_failures import failure_reason
+from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
 
 NAMESPACE = "firstlume-runs"
@@ -23,7 +20,7 @@ TOKEN = "flx_secret_phase_token"
 TIMEOUT = 10.0
 
 
-def make_config(**overrides: object) -> KubernetesLauncherConfig:
+def make_config(**overrides: object) -> KubernetesSettings:
     settings: dict[str, object] = {
         "image": "registry.example/firstlume:1.0",
         "namespace": NAMESPACE,
@@ -33,7 +30,7 @@ def make_config(**overrides: object) -> KubernetesLauncherConfig:
         "image_pull_grace_seconds": 120,
         **overrides,
     }
-    return KubernetesLauncherConfig(**settings)  # type: ignore[arg-type]
+    return KubernetesSettings(**settings)  # type: ignore[arg-type]
 
 
 def phase(run_id: str = "run-1", name: str = "plan", attempt: int = 1, token: str = TOKEN) -> PhaseLaunch:

@@ -13,14 +13,14 @@ from kubernetes.client import ApiClient, V1Job, V1Secret
 
 from firstlume.launchers import manifests
 from firstlume.launchers.base import PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes_config import ENV_VARS, KubernetesLauncherConfig
+from firstlume.settings import KubernetesSettings
 
 # The oldest and newest minors kubernetes-validate ships offline, and one between.
 KUBERNETES_VERSIONS = ["1.25.0", "1.31.0", "1.37.0"]
 TOKEN = "flx_phase_token_that_must_never_appear_in_a_pod_spec"
 
-MINIMAL = KubernetesLauncherConfig(image="registry.example/firstlume:1.0")
-FULL = KubernetesLauncherConfig(
+MINIMAL = KubernetesSettings(image="registry.example/firstlume:1.0")
+FULL = KubernetesSettings(
     image="registry.example/firstlume:1.0",
     namespace="firstlume-runs",
     image_pull_policy="Always",
@@ -43,7 +43,7 @@ FULL = KubernetesLauncherConfig(
     run_as_user=20000,
     instance="prod",
 )
-NO_RESOURCES = KubernetesLauncherConfig(
+NO_RESOURCES = KubernetesSettings(
     image="firstlume",
     cpu_request=None,
     memory_request=None,
@@ -111,7 +111,7 @@ def test_strict_validation_would_catch_an_unknown_field() -> None:
 
 
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
-def test_manifests_round_trip_through_the_client_models_unchanged(config: KubernetesLauncherConfig) -> None:
+def test_manifests_round_trip_through_the_client_models_unchanged(config: KubernetesSettings) -> None:
     launch = launch_for()
     job = manifests.job(config, launch)
     secret = manifests.token_secret(config, launch)
@@ -259,6 +259,33 @@ def test_the_token_is_only_in_the_secret_never_in_the_job() -> None:
     assert secret["metadata"]["labels"] == job["metadata"]["labels"]
 
 
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_the_executor_pod_holds_no_control_plane_secret(config: KubernetesSettings) -> None:
+    """Executors run untrusted Terraform code: the only Secret their pod may read is the phase
+    token's, owned by its Job; no Kubernetes API token is mounted; its service account is its own."""
+    launch = launch_for()
+    pod = manifests.job(config, launch)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == config.service_account
+    (container,) = pod["containers"]
+    secret_keys = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
+    assert secret_keys == [
+        {"name": manifests.secret_name(launch.run_id, "plan", 1), "key": manifests.TOKEN_KEY}
+    ]
+    assert [source["secretRef"]["name"] for source in container.get("envFrom", [])] == list(
+        config.env_from_secrets
+    )
+    assert all(set(volume) == {"name", "emptyDir"} for volume in pod["volumes"])
+    names = {e["name"] for e in container["env"]}
+    assert not names & {
+        "FIRSTLUME_DATABASE_URL",
+        "FIRSTLUME_ENCRYPTION_KEYS",
+        "FIRSTLUME_PUBSUB_URL",
+        "FIRSTLUME_DATA_DIR",
+    }
+    assert not [name for name in names if name.startswith("FIRSTLUME_K8S_")]
+
+
 def test_the_owner_reference_makes_the_job_own_the_secret() -> None:
     patch = manifests.secret_owner_patch("fl-run-plan-1", "uid-1")
     assert patch == {
@@ -289,113 +316,3 @@ def test_selectors_select_the_labels_they_are_built_from() -> None:
             key, value = term.split("=")
             assert labels[key] == value
     assert "prod" in manifests.instance_selector(FULL)
-
-
-# -- configuration -------------------------------------------------------------------------
-
-
-def test_config_from_env_reads_every_setting() -> None:
-    config = KubernetesLauncherConfig.from_env(
-        {
-            "FIRSTLUME_K8S_NAMESPACE": "runs",
-            "FIRSTLUME_K8S_IMAGE": "registry.example/firstlume:2",
-            "FIRSTLUME_K8S_IMAGE_PULL_POLICY": "Always",
-            "FIRSTLUME_K8S_IMAGE_PULL_SECRETS": "a, b",
-            "FIRSTLUME_K8S_SERVICE_ACCOUNT": "runner",
-            "FIRSTLUME_K8S_CPU_REQUEST": "1",
-            "FIRSTLUME_K8S_CPU_LIMIT": "2",
-            "FIRSTLUME_K8S_MEMORY_REQUEST": "1Gi",
-            "FIRSTLUME_K8S_MEMORY_LIMIT": "",
-            "FIRSTLUME_K8S_WORK_DIR_SIZE_LIMIT": "20Gi",
-            "FIRSTLUME_K8S_ACTIVE_DEADLINE_SECONDS": "7200",
-            "FIRSTLUME_K8S_TTL_SECONDS_AFTER_FINISHED": "60",
-            "FIRSTLUME_K8S_NODE_SELECTOR": '{"pool": "runners"}',
-            "FIRSTLUME_K8S_TOLERATIONS": '[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]',
-            "FIRSTLUME_K8S_POD_ANNOTATIONS": '{"a": "b"}',
-            "FIRSTLUME_K8S_ENV_FROM_SECRETS": "cloud",
-            "FIRSTLUME_K8S_RUN_AS_USER": "1234",
-            "FIRSTLUME_K8S_INSTANCE": "prod",
-            "FIRSTLUME_K8S_KUBECONFIG": "/etc/kube/config",
-            "FIRSTLUME_K8S_CONTEXT": "admin@prod",
-            "FIRSTLUME_K8S_LAUNCH_GRACE_SECONDS": "30",
-            "FIRSTLUME_K8S_IMAGE_PULL_GRACE_SECONDS": "45.5",
-            "FIRSTLUME_K8S_WATCH_TIMEOUT_SECONDS": "60",
-            "FIRSTLUME_K8S_HEALTH_CHECK_INTERVAL_SECONDS": "5",
-        }
-    )
-    assert config == KubernetesLauncherConfig(
-        image="registry.example/firstlume:2",
-        namespace="runs",
-        image_pull_policy="Always",
-        image_pull_secrets=("a", "b"),
-        service_account="runner",
-        cpu_request="1",
-        cpu_limit="2",
-        memory_request="1Gi",
-        memory_limit=None,
-        work_dir_size_limit="20Gi",
-        active_deadline_seconds=7200,
-        ttl_seconds_after_finished=60,
-        node_selector={"pool": "runners"},
-        tolerations=({"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},),
-        pod_annotations={"a": "b"},
-        env_from_secrets=("cloud",),
-        run_as_user=1234,
-        instance="prod",
-        kubeconfig="/etc/kube/config",
-        context="admin@prod",
-        launch_grace_seconds=30.0,
-        image_pull_grace_seconds=45.5,
-        watch_timeout_seconds=60,
-        health_check_interval_seconds=5.0,
-    )
-
-
-def test_every_documented_variable_is_read() -> None:
-    source = open(manifests.__file__.replace("manifests.py", "kubernetes_config.py")).read()
-    for variable in ENV_VARS:
-        assert f'"{variable.removeprefix("FIRSTLUME_K8S_")}"' in source, variable
-
-
-def test_config_defaults_need_only_the_image() -> None:
-    config = KubernetesLauncherConfig.from_env({"FIRSTLUME_K8S_IMAGE": "firstlume:1"})
-    assert config.namespace == "default"
-    assert config.kubeconfig is None  # in-cluster
-    assert config.memory_limit == "2Gi"
-    assert config.active_deadline_seconds > 0 and config.ttl_seconds_after_finished > 0
-
-
-@pytest.mark.parametrize(
-    ("environ", "message"),
-    [
-        ({}, "FIRSTLUME_K8S_IMAGE is required"),
-        ({"FIRSTLUME_K8S_IMAGE_PULL_POLICY": "Sometimes"}, "IMAGE_PULL_POLICY must be one of"),
-        ({"FIRSTLUME_K8S_MEMORY_LIMIT": "lots"}, "MEMORY_LIMIT must be a Kubernetes quantity"),
-        ({"FIRSTLUME_K8S_CPU_REQUEST": "-1"}, "CPU_REQUEST must be a Kubernetes quantity"),
-        ({"FIRSTLUME_K8S_ACTIVE_DEADLINE_SECONDS": "1h"}, "ACTIVE_DEADLINE_SECONDS must be a whole number"),
-        ({"FIRSTLUME_K8S_ACTIVE_DEADLINE_SECONDS": "0"}, "ACTIVE_DEADLINE_SECONDS must be at least 1"),
-        ({"FIRSTLUME_K8S_TTL_SECONDS_AFTER_FINISHED": "-5"}, "TTL_SECONDS_AFTER_FINISHED must be 0 or more"),
-        ({"FIRSTLUME_K8S_NODE_SELECTOR": "pool=runners"}, "NODE_SELECTOR is not valid JSON"),
-        ({"FIRSTLUME_K8S_NODE_SELECTOR": '["pool"]'}, "NODE_SELECTOR must be a JSON object"),
-        ({"FIRSTLUME_K8S_NODE_SELECTOR": '{"pool": 3}'}, "NODE_SELECTOR must map strings to strings"),
-        ({"FIRSTLUME_K8S_TOLERATIONS": '{"key": "a"}'}, "TOLERATIONS must be a JSON list"),
-        (
-            {"FIRSTLUME_K8S_TOLERATIONS": '[{"key": "a", "operator": "In"}]'},
-            "operator must be Exists or Equal",
-        ),
-        ({"FIRSTLUME_K8S_TOLERATIONS": '[{"key": "a", "effect": "Never"}]'}, "effect must be one of"),
-        ({"FIRSTLUME_K8S_TOLERATIONS": '[{"keys": "a"}]'}, "unknown field"),
-        ({"FIRSTLUME_K8S_NAMESPACE": "Runs_Namespace"}, "NAMESPACE must be a DNS-1123 label"),
-        (
-            {"FIRSTLUME_K8S_ENV_FROM_SECRETS": "good,Not Good"},
-            "ENV_FROM_SECRETS must hold Kubernetes object names",
-        ),
-        ({"FIRSTLUME_K8S_RUN_AS_USER": "0"}, "RUN_AS_USER must be a non-root uid"),
-        ({"FIRSTLUME_K8S_INSTANCE": "two words"}, "INSTANCE must be a Kubernetes label value"),
-        ({"FIRSTLUME_K8S_LAUNCH_GRACE_SECONDS": "soon"}, "LAUNCH_GRACE_SECONDS must be a number"),
-    ],
-)
-def test_config_rejects_bad_values_with_a_clear_message(environ: dict[str, str], message: str) -> None:
-    base = {} if not environ else {"FIRSTLUME_K8S_IMAGE": "firstlume:1"}
-    with pytest.raises(ValueError, match=re.escape(message)):
-        KubernetesLauncherConfig.from_env({**base, **environ})

@@ -1,23 +1,26 @@
-"""Several control-plane processes on one database: every phase launched exactly once, and
-never two runs holding one stack's lock."""
+"""Several control-plane processes on one database: every phase launched exactly once, never two
+runs holding one stack's lock, work shared between replicas, and the queue drained in one pass."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import Counter
+from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from conftest import Tenant, make_stack
 from firstlume.db.engine import Database
-from firstlume.db.models import Run, RunStatusChange
+from firstlume.db.models import Organization, Run, RunStatusChange
 from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus
 from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
+from firstlume.services import dispatch
 from firstlume.services.context import Context
-from support.runs import report, start
+from support.runs import report, start, status_of
 
 CREATE_ONE = {
     "format_version": "1.2",
@@ -74,6 +77,33 @@ class InlineExecutorLauncher:
         return []
 
 
+async def _approval_off(ctx: Context, tenant: Tenant) -> None:
+    """Apply runs go on to their apply phase by themselves."""
+    async with ctx.unit() as unit:
+        org = await unit.session.scalar(select(Organization).where(Organization.slug == tenant.org))
+        assert org is not None
+        org.require_approval = False
+
+
+async def _process(ctx: Context, **settings: Any) -> Context:
+    """A control-plane "process": its own engine and connection pool, its own pub/sub."""
+    process_ctx = Context(
+        settings=ctx.settings.model_copy(update=settings),
+        db=Database(ctx.settings.database_url),
+        keyring=ctx.keyring,
+        pubsub=PubSub("memory://"),
+    )
+    await process_ctx.pubsub.connect()
+    return process_ctx
+
+
+async def _stop(schedulers: list[Scheduler]) -> None:
+    for scheduler in schedulers:
+        await scheduler.stop()
+        await scheduler.ctx.pubsub.disconnect()
+        await scheduler.ctx.db.dispose()
+
+
 async def _all_finished(ctx: Context, expected: int) -> bool:
     async with ctx.db.transaction() as session:
         statuses = list(await session.scalars(select(Run.status)))
@@ -86,29 +116,15 @@ async def test_two_schedulers_launch_every_phase_once_and_keep_one_lock_per_stac
     stacks = [f"s{i}" for i in range(8)]
     for slug in stacks:
         await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
-    # Approval off: apply runs go on to their apply phase by themselves.
-    async with ctx.unit() as unit:
-        from firstlume.db.models import Organization
-
-        org = await unit.session.scalar(select(Organization).where(Organization.slug == tenant.org))
-        assert org is not None
-        org.require_approval = False
+    await _approval_off(ctx, tenant)
     kinds = ["plan", "apply", "drift", "apply"]
     run_ids = [await start(ctx, tenant.token, tenant.org, slug, kind) for kind in kinds for slug in stacks]
 
     launches: list[tuple[str, str, int, str]] = []
     schedulers = []
     for name in ("A", "B"):
-        # Each "process" has its own engine and connection pool.
-        process_ctx = Context(
-            settings=ctx.settings,
-            db=Database(ctx.settings.database_url),
-            keyring=ctx.keyring,
-            pubsub=PubSub("memory://"),
-        )
-        await process_ctx.pubsub.connect()
-        scheduler = Scheduler(process_ctx, InlineExecutorLauncher(process_ctx, launches, name))
-        schedulers.append(scheduler)
+        process_ctx = await _process(ctx)
+        schedulers.append(Scheduler(process_ctx, InlineExecutorLauncher(process_ctx, launches, name)))
     try:
         for scheduler in schedulers:
             await scheduler.start()
@@ -118,10 +134,7 @@ async def test_two_schedulers_launch_every_phase_once_and_keep_one_lock_per_stac
                     scheduler.wake()
                 await asyncio.sleep(0.05)
     finally:
-        for scheduler in schedulers:
-            await scheduler.stop()
-            await scheduler.ctx.pubsub.disconnect()
-            await scheduler.ctx.db.dispose()
+        await _stop(schedulers)
 
     # Every phase launched exactly once.
     phases = Counter((run_id, phase) for run_id, phase, _, _ in launches)
@@ -131,7 +144,7 @@ async def test_two_schedulers_launch_every_phase_once_and_keep_one_lock_per_stac
     ]
     expected = {(r, "plan") for r in run_ids} | {(r, "apply") for r in applies}
     assert set(phases) == expected
-    assert {name for *_, name in launches} == {"A", "B"}  # both really took part
+    # Which scheduler launched what is left to the race: one claim batch can hold all of it.
 
     async with ctx.db.transaction() as session:
         runs = {r.id: r for r in await session.scalars(select(Run))}
@@ -160,3 +173,152 @@ async def test_two_schedulers_launch_every_phase_once_and_keep_one_lock_per_stac
         assert len(held) <= 1, f"two lock holders on one stack: {held}"
     assert all(numbers == sorted(numbers) for numbers in order.values())
     assert sum(len(n) for n in order.values()) == len(run_ids)
+
+
+class GatedLauncher(InlineExecutorLauncher):
+    """The first scheduler to launch is held inside its launch until another scheduler has
+    launched too: a replica busy with one batch, while the queue still holds more."""
+
+    def __init__(
+        self, ctx: Context, launches: list[tuple[str, str, int, str]], name: str, gate: dict[str, Any]
+    ) -> None:
+        super().__init__(ctx, launches, name)
+        self.gate = gate
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        self.gate.setdefault("first", self.name)
+        if self.gate["first"] == self.name:
+            await asyncio.wait_for(self.gate["other_launched"].wait(), timeout=30)
+        else:
+            self.gate["other_launched"].set()
+        await super().launch(launch)
+
+
+async def test_a_second_scheduler_takes_the_work_a_busy_one_has_not_claimed(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dispatch, "CLAIM_BATCH", 3)
+    stacks = [f"s{i}" for i in range(8)]
+    for slug in stacks:
+        await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+    run_ids = [await start(ctx, tenant.token, tenant.org, slug, "plan") for slug in stacks]
+    launches: list[tuple[str, str, int, str]] = []
+    gate: dict[str, Any] = {"other_launched": asyncio.Event()}
+    schedulers = []
+    for name in ("A", "B"):
+        process_ctx = await _process(ctx)
+        schedulers.append(Scheduler(process_ctx, GatedLauncher(process_ctx, launches, name, gate)))
+    try:
+        for scheduler in schedulers:
+            await scheduler.start()
+        async with asyncio.timeout(60):
+            while not await _all_finished(ctx, len(run_ids)):
+                for scheduler in schedulers:
+                    scheduler.wake()
+                await asyncio.sleep(0.05)
+    finally:
+        await _stop(schedulers)
+    by_scheduler = Counter(name for *_, name in launches)
+    assert set(by_scheduler) == {"A", "B"}, by_scheduler
+    assert sorted(run_id for run_id, *_ in launches) == sorted(run_ids)  # each launched once
+
+
+async def test_one_pass_claims_until_the_queue_is_empty(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dispatch, "CLAIM_BATCH", 3)
+    for i in range(10):
+        await make_stack(ctx, tenant, {"slug": f"s{i}", "repository": "file:///repo"})
+        await start(ctx, tenant.token, tenant.org, f"s{i}", "plan")
+    await start(ctx, tenant.token, tenant.org, "s0", "plan")  # waits for s0's first run
+    launches: list[tuple[str, str, int, str]] = []
+    scheduler = Scheduler(ctx, RecordingLauncher(launches))
+    await scheduler.tick()
+    assert len(launches) == 10 == len({run_id for run_id, *_ in launches})
+    async with ctx.db.transaction() as session:
+        statuses = Counter(await session.scalars(select(Run.status)))
+    assert statuses == {"planning": 10, "queued": 1}
+
+
+class RecordingLauncher(InlineExecutorLauncher):
+    """Records launches; its executors never report."""
+
+    def __init__(self, launches: list[tuple[str, str, int, str]]) -> None:
+        super().__init__(None, launches, "A")  # type: ignore[arg-type]
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        self.launches.append((launch.run_id, launch.phase, launch.attempt, self.name))
+
+
+class StartsARunWhileFinishingAPass(RecordingLauncher):
+    """Its health check, the end of a pass, starts a run: as if a user had, at that moment."""
+
+    def __init__(self, launches: list[tuple[str, str, int, str]], start_run: Any) -> None:
+        super().__init__(launches)
+        self.start_run = start_run
+        self.both_launched = asyncio.Event()
+        self.heard = asyncio.Event()
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        await super().launch(launch)
+        if len(self.launches) == 2:
+            self.both_launched.set()
+
+    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
+        if self.start_run is not None:
+            start_run, self.start_run = self.start_run, None
+            await start_run()
+            # The wake-up event is heard before this pass ends: the race the loop must survive.
+            await asyncio.wait_for(self.heard.wait(), timeout=10)
+        return []
+
+
+async def test_a_run_started_during_a_pass_is_launched_without_waiting_for_the_interval(
+    ctx: Context, tenant: Tenant
+) -> None:
+    for slug in ("first", "second"):
+        await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+    launches: list[tuple[str, str, int, str]] = []
+    second: list[str] = []
+
+    async def start_second() -> None:
+        second.append(await start(ctx, tenant.token, tenant.org, "second", "plan"))
+
+    # An interval far longer than the test: only the wake-up event can start the next pass.
+    process_ctx = await _process(ctx, scheduler_interval=3600.0)
+    process_ctx.pubsub = ctx.pubsub  # hears the events the services publish
+    launcher = StartsARunWhileFinishingAPass(launches, start_second)
+    scheduler = Scheduler(process_ctx, launcher)
+    launcher.heard = scheduler._wake
+    await scheduler.start()
+    try:
+        first = await start(ctx, tenant.token, tenant.org, "first", "plan")
+        await asyncio.wait_for(launcher.both_launched.wait(), timeout=20)
+    finally:
+        await scheduler.stop()
+        await process_ctx.db.dispose()
+    assert [run_id for run_id, *_ in launches] == [first, *second]
+    assert await status_of(ctx, second[0]) == "planning"
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_concurrent_claims_skip_each_others_rows_instead_of_waiting(
+    ctx: Context, tenant: Tenant
+) -> None:
+    """PostgreSQL: a scheduler in the middle of a claim holds its candidates' row locks; another
+    one takes the next runs at once (FOR UPDATE SKIP LOCKED), never the same ones."""
+    for i in range(6):
+        await make_stack(ctx, tenant, {"slug": f"s{i}", "repository": "file:///repo"})
+        await start(ctx, tenant.token, tenant.org, f"s{i}", "plan")
+    other = await _process(ctx)
+    try:
+        async with ctx.db.transaction() as session:
+            held = set(await session.scalars(dispatch.STARTABLE_PLANS, {"limit": 3}))
+            assert len(held) == 3
+            async with asyncio.timeout(10):  # waiting on the held rows would time out here
+                claimed = await dispatch.claim_plans(other)
+            assert len(claimed) == 3 and held.isdisjoint(launch.run_id for launch in claimed)
+        assert await dispatch.claim_plans(other) != []  # released: the held ones are claimable again
+    finally:
+        await other.pubsub.disconnect()
+        await other.db.dispose()

@@ -51,9 +51,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         app.state.ctx = ctx
         scheduler = None
         if settings.scheduler_enabled:
-            launcher = build_launcher(settings)
-            app.state.launcher = launcher
-            scheduler = Scheduler(ctx, launcher)
+            scheduler = Scheduler(ctx, build_launcher(settings))
             await scheduler.start()
         try:
             yield

@@ -1,10 +1,10 @@
-"""The `firstlume` command: serve | executor | migrate | org | token | keygen | demo | export-schema."""
+"""The `firstlume` command: serve | executor | migrate | org | token | keygen | demo | export-schema |
+settings-docs."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -46,10 +46,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from firstlume.app import create_app
 
-    if "FIRSTLUME_PUBLIC_URL" not in settings.environ:
+    if "public_url" not in settings.model_fields_set:
         # Local executors reach the control plane where it listens.
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-        settings = dataclasses.replace(settings, public_url=f"http://{host}:{args.port}")
+        settings = settings.model_copy(update={"public_url": f"http://{host}:{args.port}"})
     uvicorn.run(
         create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio"
     )
@@ -116,6 +116,24 @@ def cmd_export_schema(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_settings_docs(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from firstlume import settings_docs
+
+    if args.write:
+        try:
+            changed = settings_docs.write(Path(args.write))
+        except (OSError, ValueError) as error:
+            print(f"firstlume: {error}", file=sys.stderr)
+            return 1
+        print(f"{args.write}: {'updated' if changed else 'already current'}", file=sys.stderr)
+        return 0
+    for table in settings_docs.TABLES:
+        print(settings_docs.render(table), end="\n\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firstlume", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -157,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("export-schema", help="write the GraphQL schema (SDL)")
     schema.add_argument("output", nargs="?", default="schema.graphql")
     schema.set_defaults(handler=cmd_export_schema)
+
+    docs = sub.add_parser("settings-docs", help="print the README's tables of FIRSTLUME_* settings")
+    docs.add_argument("--write", metavar="README", help="replace the tables in this file instead")
+    docs.set_defaults(handler=cmd_settings_docs)
     return parser
 
 

@@ -1,4 +1,9 @@
-"""The contract every launcher keeps: launch a phase, report executors that died, clean up."""
+"""The contract every launcher keeps: launch a phase, report executors that died, clean up.
+
+Only the scheduler calls a launcher (scheduler/loop.py). The API never does: it changes the
+database, and the scheduler, hearing of the change or reading it, makes the executors follow.
+Every method may be called by several control-plane replicas for the same phase or run, so
+each is idempotent, and none may log or expose a phase token."""
 
 from __future__ import annotations
 
@@ -56,7 +61,9 @@ class Launcher(Protocol):
         """Remove whatever the phase left behind (process, Job, Secret). Idempotent."""
 
     async def cancel(self, run_id: str) -> None:
-        """Remove any executor or Job of a canceled run. Idempotent."""
+        """Remove any executor or Job a canceled run left (a finished plan's Job, a racing
+        launch). Called by the scheduler when it hears of the cancellation or finds it in the
+        database, possibly more than once and on every replica. Idempotent."""
 
     async def close(self) -> list[ExecutorDied]:
         """Stop watching; called at shutdown. Returns the executors that stop with the control

@@ -1,5 +1,7 @@
 """The Kubernetes launcher: one Job per run phase, watched, with the reason a Job failed.
 
+Three parts: this module keeps the launcher contract (launchers/base.py); kubernetes_watch.py
+lists and watches Jobs and pods; kubernetes_failures.py says, purely, why a Job or pod is dead.
 The official client is synchronous, so every call goes through a thread. The API objects are
 injected (`batch_api`, `core_api`), so tests drive the launcher against an in-memory stand-in.
 """
@@ -9,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -23,192 +24,25 @@ from kubernetes.client.exceptions import ApiException
 
 from firstlume.launchers import manifests
 from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes_config import KubernetesLauncherConfig
+from firstlume.launchers.kubernetes_failures import (
+    api_message,
+    failure_reason,
+    job_failed,
+    job_succeeded,
+    stuck_reason,
+)
+from firstlume.launchers.kubernetes_watch import ListWatch
+from firstlume.settings import KubernetesSettings, Settings
 
 log = logging.getLogger(__name__)
-
-# Waiting reasons after which a container will not start by itself. ErrImagePull alone is the
-# first, possibly transient, failure; the kubelet turns it into ImagePullBackOff when it repeats.
-IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-STUCK_REASONS = frozenset(
-    {"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"}
-)
-MAX_MESSAGE = 300
 
 
 class KubernetesLaunchError(RuntimeError):
     """The Job of a phase could not be created; the message is safe to show as the run's error."""
 
 
-# -- failure classification (pure) ---------------------------------------------------------
-
-
-def _true_condition(job: V1Job, types: Iterable[str]) -> Any:
-    wanted = tuple(types)
-    for condition in (job.status.conditions if job.status else None) or []:
-        if condition.type in wanted and condition.status == "True":
-            return condition
-    return None
-
-
-def job_failed(job: V1Job) -> bool:
-    # FailureTarget comes first (Kubernetes 1.31+), Failed once the pods are gone.
-    return _true_condition(job, ("Failed", "FailureTarget")) is not None
-
-
-def job_succeeded(job: V1Job) -> bool:
-    return _true_condition(job, ("Complete", "SuccessCriteriaMet")) is not None
-
-
-def _short(text: str | None) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
-
-
-def _newest_first(pods: Iterable[V1Pod]) -> list[V1Pod]:
-    def created(pod: V1Pod) -> float:
-        stamp = pod.metadata.creation_timestamp if pod.metadata else None
-        return stamp.timestamp() if stamp else 0.0
-
-    return sorted(pods, key=created, reverse=True)
-
-
-def _statuses(pod: V1Pod) -> list[Any]:
-    status = pod.status
-    if status is None:
-        return []
-    return [*(status.init_container_statuses or []), *(status.container_statuses or [])]
-
-
-def _memory_limit(pod: V1Pod, container_name: str) -> str | None:
-    for container in (pod.spec.containers if pod.spec else None) or []:
-        if container.name == container_name and container.resources and container.resources.limits:
-            return container.resources.limits.get("memory")
-    return None
-
-
-def _out_of_memory(pod: V1Pod) -> str | None:
-    for status in _statuses(pod):
-        for state in (status.state, status.last_state):
-            terminated = state.terminated if state else None
-            if terminated is not None and terminated.reason == "OOMKilled":
-                limit = _memory_limit(pod, status.name)
-                within = f" of {limit}" if limit else ""
-                return (
-                    f"out of memory: the executor was killed (OOMKilled) for exceeding its memory "
-                    f"limit{within}; raise FIRSTLUME_K8S_MEMORY_LIMIT"
-                )
-    return None
-
-
-def _evicted(pod: V1Pod) -> str | None:
-    status = pod.status
-    if status is None:
-        return None
-    if status.reason == "Evicted":
-        return f"evicted: {_short(status.message) or 'the node evicted the executor pod'}"
-    for condition in status.conditions or []:
-        if condition.type == "DisruptionTarget" and condition.status == "True":
-            detail = _short(condition.message) or "the executor pod was disrupted"
-            return f"evicted ({condition.reason}): {detail}"
-    return None
-
-
-def _waiting(pods: Iterable[V1Pod], reasons: frozenset[str]) -> str | None:
-    for pod in pods:
-        for status in _statuses(pod):
-            waiting = status.state.waiting if status.state else None
-            if waiting is None or waiting.reason not in reasons:
-                continue
-            if waiting.reason in IMAGE_PULL_REASONS:
-                return (
-                    f"image pull failure: could not pull image {status.image} "
-                    f"({waiting.reason}: {_short(waiting.message)})"
-                )
-            return (
-                f"the executor container could not be created ({waiting.reason}: {_short(waiting.message)})"
-            )
-    return None
-
-
-def stuck_reason(pods: Iterable[V1Pod]) -> str | None:
-    """Why a pending pod will never start on its own (image pull, missing Secret), or None."""
-    return _waiting(_newest_first(pods), STUCK_REASONS)
-
-
-def _unschedulable(pods: Iterable[V1Pod]) -> str | None:
-    for pod in pods:
-        for condition in (pod.status.conditions if pod.status else None) or []:
-            if condition.type == "PodScheduled" and condition.status == "False":
-                return _short(condition.message) or condition.reason
-    return None
-
-
-def _exit_code(pods: Iterable[V1Pod]) -> str | None:
-    for pod in pods:
-        for status in _statuses(pod):
-            terminated = status.state.terminated if status.state else None
-            if terminated is None or terminated.exit_code == 0:
-                continue
-            text = f"the executor exited with exit code {terminated.exit_code}"
-            if terminated.reason and terminated.reason not in ("Error", "Completed"):
-                text += f" ({terminated.reason})"
-            if terminated.message:
-                text += f": {_short(terminated.message)}"
-            return text
-    return None
-
-
-def failure_reason(job: V1Job, pods: list[V1Pod]) -> str | None:
-    """Why the phase's executor is dead, in words for the run's error; None while it may still run.
-
-    A failed Job is classified from its pods first, because the Job's own condition often names
-    only the consequence (a pod stuck pulling its image ends in DeadlineExceeded)."""
-    ordered = _newest_first(pods)
-    if not job_failed(job):
-        return stuck_reason(ordered)
-    for pod in ordered:
-        if reason := _out_of_memory(pod):
-            return reason
-    for pod in ordered:
-        if reason := _evicted(pod):
-            return reason
-    if reason := _waiting(ordered, IMAGE_PULL_REASONS | STUCK_REASONS):
-        return reason
-    condition = _true_condition(job, ("Failed", "FailureTarget"))
-    if condition.reason == "DeadlineExceeded":
-        deadline = job.spec.active_deadline_seconds if job.spec else None
-        text = "deadline exceeded: the phase ran longer than its deadline"
-        if deadline:
-            text += f" of {deadline} s (FIRSTLUME_K8S_ACTIVE_DEADLINE_SECONDS)"
-        if unschedulable := _unschedulable(ordered):
-            text += f"; the pod was never scheduled: {unschedulable}"
-        return text
-    if reason := _exit_code(ordered):
-        return reason
-    detail = ": ".join(part for part in (condition.reason, _short(condition.message)) if part)
-    return f"the executor Job failed{': ' + detail if detail else ''}"
-
-
-# -- the launcher ----------------------------------------------------------------------------
-
-_END = object()
-
-
-def _next_event(stream: Iterator[dict[str, Any]]) -> Any:
-    return next(stream, _END)
-
-
 def _timestamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
-
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        message = json.loads(exc.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return f"{exc.status} {exc.reason}" + (f": {_short(message)}" if message else "")
 
 
 class KubernetesLauncher:
@@ -216,7 +50,7 @@ class KubernetesLauncher:
 
     def __init__(
         self,
-        config: KubernetesLauncherConfig,
+        config: KubernetesSettings,
         *,
         batch_api: Any,
         core_api: Any,
@@ -232,9 +66,8 @@ class KubernetesLauncher:
         self._retry_delay = retry_delay
         self._on_death: DeathCallback | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._watches: set[Any] = set()
+        self._watches: list[ListWatch] = []
         self._pool: ThreadPoolExecutor | None = None
-        self._stop = asyncio.Event()
         # Phases already reported to on_death by the watcher (insertion-ordered, bounded).
         self._reported: dict[PhaseRef, None] = {}
         # Phases whose Job this process created, with the sequence number of that moment: if
@@ -246,12 +79,12 @@ class KubernetesLauncher:
         self._last_pass: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Any) -> KubernetesLauncher:
-        """The launcher of `firstlume serve`: FIRSTLUME_K8S_* from the settings' environment."""
-        return cls.from_config(KubernetesLauncherConfig.from_env(settings.environ))
+    def from_settings(cls, settings: Settings) -> KubernetesLauncher:
+        """The launcher of `firstlume serve`: its FIRSTLUME_K8S_* settings."""
+        return cls.from_config(settings.k8s)
 
     @classmethod
-    def from_config(cls, config: KubernetesLauncherConfig) -> KubernetesLauncher:
+    def from_config(cls, config: KubernetesSettings) -> KubernetesLauncher:
         """Build the API clients from a kubeconfig (FIRSTLUME_K8S_KUBECONFIG) or the pod's service account."""
         from kubernetes import client as kube_client
         from kubernetes import config as kube_config
@@ -276,12 +109,12 @@ class KubernetesLauncher:
         if self._tasks:
             raise RuntimeError("the Kubernetes launcher is already started")
         self._on_death = on_death
-        self._stop.clear()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="firstlume-k8s-watch")
-        self._tasks = [
-            asyncio.create_task(self._watch_forever("jobs", self._batch.list_namespaced_job, self._on_job)),
-            asyncio.create_task(self._watch_forever("pods", self._core.list_namespaced_pod, self._on_pod)),
+        self._watches = [
+            self._list_watch("jobs", self._batch.list_namespaced_job, self._on_job),
+            self._list_watch("pods", self._core.list_namespaced_pod, self._on_pod),
         ]
+        self._tasks = [asyncio.create_task(watch.run(self._pool)) for watch in self._watches]
 
     async def launch(self, launch: PhaseLaunch) -> None:
         ns = self.config.namespace
@@ -296,7 +129,7 @@ class KubernetesLauncher:
             if exc.status != 409:
                 await self._delete_quietly(self._core.delete_namespaced_secret, secret_name)
                 raise KubernetesLaunchError(
-                    f"could not create the executor Job {job_name} in namespace {ns}: {_api_message(exc)}"
+                    f"could not create the executor Job {job_name} in namespace {ns}: {api_message(exc)}"
                 ) from None
             # Launched before (a retry of the same attempt): keep that Job.
             job = await asyncio.to_thread(self._batch.read_namespaced_job, job_name, ns)
@@ -309,9 +142,7 @@ class KubernetesLauncher:
             )
         except ApiException as exc:
             # The phase runs anyway; the Secret then waits for orphan cleanup instead of the GC.
-            log.warning(
-                "could not make Job %s the owner of its token Secret: %s", job_name, _api_message(exc)
-            )
+            log.warning("could not make Job %s the owner of its token Secret: %s", job_name, api_message(exc))
         self._sequence += 1
         self._launched[ref] = self._sequence
         self._missing_since.pop(ref, None)
@@ -336,7 +167,7 @@ class KubernetesLauncher:
             jobs = await self._list(self._batch.list_namespaced_job, selector)
             pods = await self._list(self._core.list_namespaced_pod, selector) if wanted else []
         except ApiException as exc:
-            log.warning("cannot check executor Jobs: %s", _api_message(exc))
+            log.warning("cannot check executor Jobs: %s", api_message(exc))
             return []
         jobs_by_ref = self._by_ref(jobs)
         for ref, seen in list(self._launched.items()):
@@ -432,80 +263,19 @@ class KubernetesLauncher:
         return deleted
 
     async def close(self) -> list[ExecutorDied]:
-        self._stop.set()
-        for watch in list(self._watches):
+        for watch in self._watches:
             watch.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        self._tasks, self._watches = [], []
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         # Jobs run on without the control plane; the next one to start watches them again.
         return []
 
-    # -- watching -----------------------------------------------------------------------------
-
-    async def _watch_forever(
-        self, kind: str, list_fn: Callable[..., Any], handle: Callable[[Any], Awaitable[None]]
-    ) -> None:
-        """List, then watch from the list's resourceVersion; on 410 Gone or an error, list again.
-
-        The list after a (re)start is what finds a Job that failed while nobody was watching."""
-        while not self._stop.is_set():
-            try:
-                result = await asyncio.to_thread(
-                    list_fn, self.config.namespace, label_selector=manifests.instance_selector(self.config)
-                )
-                for item in result.items:
-                    await handle(item)
-                version = result.metadata.resource_version
-                while not self._stop.is_set():
-                    version = await self._watch_once(list_fn, version, handle)
-            except ApiException as exc:
-                if exc.status == 410:
-                    log.info("watch of %s expired (410 Gone); listing again", kind)
-                    continue
-                log.warning("watch of %s failed: %s; retrying", kind, _api_message(exc))
-                await self._pause()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("watch of %s failed; retrying", kind)
-                await self._pause()
-
-    async def _watch_once(
-        self, list_fn: Callable[..., Any], version: str, handle: Callable[[Any], Awaitable[None]]
-    ) -> str:
-        watch = self._watch_factory()
-        self._watches.add(watch)
-        loop = asyncio.get_running_loop()
-        try:
-            stream = watch.stream(
-                list_fn,
-                self.config.namespace,
-                label_selector=manifests.instance_selector(self.config),
-                resource_version=version,
-                timeout_seconds=self.config.watch_timeout_seconds,
-                allow_watch_bookmarks=True,
-            )
-            while True:
-                event = await loop.run_in_executor(self._pool, _next_event, stream)
-                if event is _END:
-                    break
-                # A deleted Job is left to check_health, which knows whether its phase still runs.
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    await handle(event["object"])
-            return watch.resource_version or version
-        finally:
-            self._watches.discard(watch)
-
-    async def _pause(self) -> None:
-        try:
-            await asyncio.wait_for(self._stop.wait(), timeout=self._retry_delay)
-        except TimeoutError:
-            pass
+    # -- reacting to what the watches see -----------------------------------------------------
 
     async def _on_job(self, job: V1Job) -> None:
         ref = self._ref(job)
@@ -537,6 +307,20 @@ class KubernetesLauncher:
             # Forget it, so the next event or list reports it again.
             self._reported.pop(death.ref, None)
             log.exception("the death callback failed for run %s", death.ref.run_id)
+
+    def _list_watch(
+        self, kind: str, list_fn: Callable[..., Any], handle: Callable[[Any], Awaitable[None]]
+    ) -> ListWatch:
+        return ListWatch(
+            kind,
+            list_fn,
+            handle,
+            namespace=self.config.namespace,
+            selector=manifests.instance_selector(self.config),
+            watch_factory=self._watch_factory,
+            timeout_seconds=self.config.watch_timeout_seconds,
+            retry_delay=self._retry_delay,
+        )
 
     # -- helpers ------------------------------------------------------------------------------
 

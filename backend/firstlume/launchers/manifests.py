@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from firstlume.launchers.base import PhaseLaunch, PhaseRef
-from firstlume.launchers.kubernetes_config import KubernetesLauncherConfig
+from firstlume.settings import KubernetesSettings
 
 DOMAIN = "firstlume.dev"
 LABEL_RUN = f"{DOMAIN}/run-id"
@@ -80,7 +80,7 @@ def label_value(value: str) -> str:
     return "h-" + _digest(value, 40)
 
 
-def instance_selector(config: KubernetesLauncherConfig) -> str:
+def instance_selector(config: KubernetesSettings) -> str:
     """Selects every object the launcher of this installation creates."""
     return (
         f"app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component={COMPONENT},"
@@ -88,15 +88,15 @@ def instance_selector(config: KubernetesLauncherConfig) -> str:
     )
 
 
-def run_selector(config: KubernetesLauncherConfig, run_id: str) -> str:
+def run_selector(config: KubernetesSettings, run_id: str) -> str:
     return f"{instance_selector(config)},{LABEL_RUN}={label_value(run_id)}"
 
 
-def phase_selector(config: KubernetesLauncherConfig, ref: PhaseRef) -> str:
+def phase_selector(config: KubernetesSettings, ref: PhaseRef) -> str:
     return f"{run_selector(config, ref.run_id)},{LABEL_PHASE}={ref.phase},{LABEL_ATTEMPT}={ref.attempt}"
 
 
-def labels(config: KubernetesLauncherConfig, ref: PhaseRef) -> dict[str, str]:
+def labels(config: KubernetesSettings, ref: PhaseRef) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "firstlume",
         "app.kubernetes.io/component": COMPONENT,
@@ -139,7 +139,7 @@ def ref_of_launch(launch: PhaseLaunch) -> PhaseRef:
     return PhaseRef(run_id=launch.run_id, phase=launch.phase, attempt=launch.attempt)
 
 
-def token_secret(config: KubernetesLauncherConfig, launch: PhaseLaunch) -> dict[str, Any]:
+def token_secret(config: KubernetesSettings, launch: PhaseLaunch) -> dict[str, Any]:
     """The Secret holding the phase token. The launcher makes the Job its owner once the Job exists."""
     ref = ref_of_launch(launch)
     return {
@@ -174,7 +174,7 @@ def secret_owner_patch(job_name_: str, job_uid: str) -> dict[str, Any]:
     return {"metadata": {"ownerReferences": [owner_reference(job_name_, job_uid)]}}
 
 
-def _resources(config: KubernetesLauncherConfig) -> dict[str, Any]:
+def _resources(config: KubernetesSettings) -> dict[str, Any]:
     requests = {
         key: value
         for key, value in (("cpu", config.cpu_request), ("memory", config.memory_request))
@@ -212,7 +212,7 @@ def _env(launch: PhaseLaunch, token_secret_name: str) -> list[dict[str, Any]]:
     ]
 
 
-def job(config: KubernetesLauncherConfig, launch: PhaseLaunch) -> dict[str, Any]:
+def job(config: KubernetesSettings, launch: PhaseLaunch) -> dict[str, Any]:
     """The Job of one run phase: one pod, never retried, hardened, the token only by reference."""
     ref = ref_of_launch(launch)
     name = job_name(launch.run_id, launch.phase, launch.attempt)
@@ -271,7 +271,7 @@ def job(config: KubernetesLauncherConfig, launch: PhaseLaunch) -> dict[str, Any]
     if config.node_selector:
         pod_spec["nodeSelector"] = dict(config.node_selector)
     if config.tolerations:
-        pod_spec["tolerations"] = [dict(toleration) for toleration in config.tolerations]
+        pod_spec["tolerations"] = [toleration.manifest() for toleration in config.tolerations]
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
     return {

@@ -1,12 +1,24 @@
-"""The loop inside the control plane. It holds no state of its own: every decision is read from
-the database, so a restarted or second process picks up exactly where the data says."""
+"""The loop inside the control plane. It holds no state of its own that matters: every decision
+is read from the database, so a restarted or second process picks up exactly where the data says.
+
+Each pass: clean up after canceled runs, claim queued phases until none is left and launch them,
+fail runs whose heartbeat stopped, and ask the launcher which executors died. A pass starts at
+once when an event says there is work (a run started, approved, ended or canceled), and at the
+latest every FIRSTLUME_SCHEDULER_INTERVAL seconds. The scheduler is the only caller of the
+launcher: the API changes the database, and the scheduler makes the executors follow.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from contextlib import suppress
+from datetime import timedelta
 
+from firstlume.db.types import utcnow
+from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
 from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import dispatch
@@ -14,13 +26,40 @@ from firstlume.services.context import Context
 
 log = logging.getLogger("firstlume.scheduler")
 
+# Launches of one batch that may be in flight at once (each may be a Kubernetes API round trip).
+LAUNCH_CONCURRENCY = 16
+# Batches claimed in one pass before heartbeats and health get their turn; the pass after
+# follows at once.
+MAX_BATCHES_PER_PASS = 50
+# How often the database is read for canceled runs whose event this process may have missed,
+# and how far back the first reading looks (Jobs of finished phases live an hour by default).
+CANCEL_RECONCILE_SECONDS = 30.0
+CANCEL_LOOKBACK = timedelta(hours=1)
+# Slack for clocks of other replicas and for commits that land after a reading.
+CANCEL_MARGIN = timedelta(seconds=60)
+
 
 class Scheduler:
-    def __init__(self, ctx: Context, launcher: Launcher) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        launcher: Launcher,
+        *,
+        cancel_reconcile_seconds: float = CANCEL_RECONCILE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ctx = ctx
         self.launcher = launcher
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._limit = asyncio.Semaphore(LAUNCH_CONCURRENCY)
+        self._clock = clock
+        self._reconcile_every = cancel_reconcile_seconds
+        self._reconciled_at: float | None = None
+        self._canceled_since = utcnow() - CANCEL_LOOKBACK
+        # Canceled runs heard of but not yet cleaned up, and those cleaned up (with when).
+        self._to_clean: set[str] = set()
+        self._cleaned: dict[str, float] = {}
 
     async def start(self) -> None:
         await self.launcher.start(self._on_death)
@@ -45,14 +84,21 @@ class Scheduler:
         await self.launcher.cleanup(died.ref)
         self.wake()
 
+    def notice(self, event: dict[str, object]) -> None:
+        """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
+        run_id = event.get("run_id")
+        if event.get("status") == RunStatus.CANCELED.value and isinstance(run_id, str):
+            self._to_clean.add(run_id)
+        self._wake.set()
+
     async def _listen(self) -> None:
-        # Starting or approving a run publishes on this channel so dispatch happens at once
-        # rather than at the next tick.
+        # Starting, approving, ending or canceling a run publishes on this channel, so the next
+        # pass happens at once rather than at the next tick.
         while True:
             try:
                 async with self.ctx.pubsub.subscribe(SCHEDULER_CHANNEL) as events:
-                    async for _ in events:
-                        self._wake.set()
+                    async for event in events:
+                        self.notice(event)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the pub/sub connection dropped: fall back to ticks, then retry
@@ -61,19 +107,20 @@ class Scheduler:
 
     async def _loop(self) -> None:
         while True:
+            # Cleared before the pass, so an event that arrives during it wakes the next one.
+            self._wake.clear()
             try:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("scheduler tick failed")
-            self._wake.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
     async def tick(self) -> None:
-        for launch in await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx):
-            await self._launch(launch)
+        await self.clean_up_canceled()
+        await self.dispatch()
         for ref in await dispatch.expire_heartbeats(self.ctx):
             # A silent executor may still be running: stop it before the stack moves on.
             await self.launcher.cleanup(ref)
@@ -81,10 +128,46 @@ class Scheduler:
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
 
+    async def dispatch(self) -> int:
+        """Claims and launches queued phases, batch after batch, until none is left."""
+        launched = 0
+        for _ in range(MAX_BATCHES_PER_PASS):
+            launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+            if not launches:
+                return launched
+            await asyncio.gather(*(self._launch(launch) for launch in launches))
+            launched += len(launches)
+        self._wake.set()  # more may be queued: the next pass follows at once
+        return launched
+
     async def _launch(self, launch: PhaseLaunch) -> None:
         ref = PhaseRef(launch.run_id, launch.phase, launch.attempt)
-        try:
-            await self.launcher.launch(launch)
-        except Exception as error:
-            log.exception("launching %s failed", ref)
-            await dispatch.fail_phase(self.ctx, ref, f"The executor could not be started: {error}")
+        async with self._limit:
+            try:
+                await self.launcher.launch(launch)
+            except Exception as error:
+                log.exception("launching %s failed", ref)
+                await dispatch.fail_phase(self.ctx, ref, f"The executor could not be started: {error}")
+
+    async def clean_up_canceled(self) -> None:
+        """Asks the launcher to remove what canceled runs left (a finished plan's Job, a Job a
+        racing launch created). Runs come from the events heard, and periodically from the
+        database, for the events this process missed (another replica's, or while it was down)."""
+        now = self._clock()
+        if self._reconciled_at is None or now - self._reconciled_at >= self._reconcile_every:
+            read_at = utcnow()
+            self._to_clean |= set(await dispatch.canceled_since(self.ctx, self._canceled_since))
+            self._canceled_since = read_at - CANCEL_MARGIN
+            self._reconciled_at = now
+            # A run canceled before the window is never read again: forget it.
+            horizon = now - (CANCEL_LOOKBACK + 2 * CANCEL_MARGIN).total_seconds()
+            self._cleaned = {run_id: at for run_id, at in self._cleaned.items() if at >= horizon}
+        pending, self._to_clean = self._to_clean - set(self._cleaned), set()
+        for run_id in sorted(pending):
+            try:
+                await self.launcher.cancel(run_id)
+            except Exception:
+                log.exception("cleaning up after canceled run %s failed; will retry", run_id)
+                self._to_clean.add(run_id)
+                continue
+            self._cleaned[run_id] = now

@@ -1,15 +1,20 @@
-"""Claiming work for executors: which phase starts next, and failing phases whose executor is gone.
+"""Claiming work for executors: which phases start next, and failing phases whose executor is gone.
 
 Several control-plane processes may run this at once against one PostgreSQL database. A claim
-locks the run row with SKIP LOCKED (another scheduler holding it means it is being claimed),
-then moves its status with a compare-and-set; the one-lock-per-stack index is the last guard.
+takes a batch in one transaction: one SELECT picks the candidate runs and locks them with
+FOR UPDATE SKIP LOCKED, so a second scheduler skips them and takes the next ones instead of
+waiting or fighting over the same oldest runs; one UPDATE moves them (compare-and-set on their
+status); the one-lock-per-stack index stays the last guard. SQLite has no row locks: its
+transactions begin IMMEDIATE and so take turns, which keeps one process (or a few) safe.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import Integer, Select, Table, and_, bindparam, exists, func, insert, or_, select
 from sqlalchemy.orm import aliased
 
 from firstlume.crypto import hash_token, new_token
@@ -18,14 +23,18 @@ from firstlume.db.types import utcnow
 from firstlume.domain.errors import StackLocked, StatusChanged
 from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, RunStatus, is_running_phase
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.services.context import Context
+from firstlume.services.context import Context, Unit
 from firstlume.services.execution import fail_run
-from firstlume.services.transitions import change_status
+from firstlume.services.transitions import change_status_many
 
 LOCK_VALUES = [s.value for s in HOLDS_LOCK]
 
+# Runs claimed per transaction: large enough that a full queue drains in a few round trips,
+# small enough that a second scheduler finds work left and a batch's locks are held briefly.
+CLAIM_BATCH = 200
 
-async def _next_queued_run_ids(ctx: Context, limit: int) -> list[str]:
+
+def _startable_plans() -> Select[str]:
     """The first queued run of every stack that no run currently locks, oldest first."""
     queued = aliased(Run)
     holder = aliased(Run)
@@ -34,83 +43,109 @@ async def _next_queued_run_ids(ctx: Context, limit: int) -> list[str]:
         .where(queued.stack_id == Run.stack_id, queued.status == RunStatus.QUEUED.value)
         .scalar_subquery()
     )
-    query = (
-        select(Run.id)
-        .where(
-            Run.status == RunStatus.QUEUED.value,
-            Run.number == first_number,
-            ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
-        )
-        .order_by(Run.created_at)
-        .limit(limit)
+    return select(Run.id).where(
+        Run.status == RunStatus.QUEUED.value,
+        Run.number == first_number,
+        ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
     )
-    async with ctx.db.transaction() as session:
-        return list(await session.scalars(query))
 
 
-async def _claim(ctx: Context, run_id: str, expected: RunStatus, target: RunStatus) -> PhaseLaunch | None:
-    try:
-        async with ctx.unit() as unit:
-            run = await unit.session.scalar(
-                select(Run)
-                .where(Run.id == run_id, Run.status == expected.value)
-                .with_for_update(skip_locked=True)
-            )
-            if run is None:
-                return None
-            attempt = run.phase_attempt + 1
-            now = utcnow()
-            await change_status(unit, run, target, actor="scheduler", phase_attempt=attempt, heartbeat_at=now)
-            phase = PHASE_OF_RUNNING_STATUS[target]
-            token = new_token("flx")
-            unit.session.add(
-                PhaseToken(run_id=run.id, phase=phase.value, attempt=attempt, token_hash=hash_token(token))
-            )
-            names = (
-                await unit.session.execute(
-                    select(Organization.slug, Stack.slug)
-                    .join(Stack, Stack.org_id == Organization.id)
-                    .where(Stack.id == run.stack_id)
-                )
-            ).one()
-            return PhaseLaunch(
-                run_id=run.id,
-                phase=phase.value,
-                attempt=attempt,
-                token=token,
-                control_plane_url=ctx.settings.public_url,
-                org_slug=names[0],
-                stack_slug=names[1],
-            )
-    except (StackLocked, StatusChanged):
-        return None
+def _locking_batch(candidates: Select[str], order: Any) -> Select[str]:
+    # Rows another scheduler has locked are skipped, not waited for: it is claiming them.
+    return (
+        candidates.order_by(order)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(of=Run, skip_locked=True)
+    )
 
 
-async def claim_plans(ctx: Context, limit: int = 20) -> list[PhaseLaunch]:
-    claimed = []
-    for run_id in await _next_queued_run_ids(ctx, limit):
-        launch = await _claim(ctx, run_id, RunStatus.QUEUED, RunStatus.PLANNING)
-        if launch:
-            claimed.append(launch)
-    return claimed
+# Built once: a claim runs them back to back, and building them costs more than running them.
+STARTABLE_PLANS = _locking_batch(_startable_plans(), Run.created_at)
+QUEUED_APPLIES = _locking_batch(
+    select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value), Run.updated_at
+)
 
 
-async def claim_applies(ctx: Context, limit: int = 20) -> list[PhaseLaunch]:
-    async with ctx.db.transaction() as session:
-        run_ids = list(
-            await session.scalars(
-                select(Run.id)
-                .where(Run.status == RunStatus.APPLY_QUEUED.value)
-                .order_by(Run.updated_at)
-                .limit(limit)
-            )
+async def _claim_batch(
+    ctx: Context, unit: Unit, run_ids: Sequence[str], expected: RunStatus, target: RunStatus
+) -> list[PhaseLaunch]:
+    now = utcnow()
+    moved = await change_status_many(
+        unit,
+        run_ids,
+        expected,
+        target,
+        actor="scheduler",
+        phase_attempt=Run.phase_attempt + 1,
+        heartbeat_at=now,
+    )
+    if not moved:
+        return []
+    phase = PHASE_OF_RUNNING_STATUS[target].value
+    tokens = {row.id: new_token("flx") for row in moved}
+    await unit.session.execute(
+        insert(cast(Table, PhaseToken.__table__)),
+        [
+            {
+                "run_id": row.id,
+                "phase": phase,
+                "attempt": row.phase_attempt,
+                "token_hash": hash_token(tokens[row.id]),
+            }
+            for row in moved
+        ],
+    )
+    names = {
+        stack_id: (org_slug, stack_slug)
+        for stack_id, org_slug, stack_slug in await unit.session.execute(
+            select(Stack.id, Organization.slug, Stack.slug)
+            .join(Organization, Organization.id == Stack.org_id)
+            .where(Stack.id.in_({row.stack_id for row in moved}))
         )
-    claimed = []
+    }
+    return [
+        PhaseLaunch(
+            run_id=row.id,
+            phase=phase,
+            attempt=row.phase_attempt,
+            token=tokens[row.id],
+            control_plane_url=ctx.settings.public_url,
+            org_slug=names[row.stack_id][0],
+            stack_slug=names[row.stack_id][1],
+        )
+        for row in moved
+    ]
+
+
+async def _claim(
+    ctx: Context, candidates: Select[str], limit: int, expected: RunStatus, target: RunStatus
+) -> list[PhaseLaunch]:
+    async with ctx.unit() as unit:
+        run_ids = list(await unit.session.scalars(candidates, {"limit": limit}))
+        try:
+            return await _claim_batch(ctx, unit, run_ids, expected, target)
+        except StackLocked:
+            # A stack got a lock holder after the candidates were read (another path into a
+            # lock status): claim them one by one, so the others still start now.
+            pass
+    launches = []
     for run_id in run_ids:
-        launch = await _claim(ctx, run_id, RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
-        if launch:
-            claimed.append(launch)
-    return claimed
+        try:
+            async with ctx.unit() as unit:
+                launches += await _claim_batch(ctx, unit, [run_id], expected, target)
+        except (StackLocked, StatusChanged):
+            continue
+    return launches
+
+
+async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
+    """Claims up to `limit` (CLAIM_BATCH) startable plan phases (queued → planning) in one transaction."""
+    return await _claim(ctx, STARTABLE_PLANS, limit or CLAIM_BATCH, RunStatus.QUEUED, RunStatus.PLANNING)
+
+
+async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
+    """Claims up to `limit` (CLAIM_BATCH) approved applies (apply_queued → applying) in one transaction."""
+    return await _claim(ctx, QUEUED_APPLIES, limit or CLAIM_BATCH, RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
 
 
 async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:
@@ -128,6 +163,16 @@ async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:
 
 async def on_executor_died(ctx: Context, died: ExecutorDied) -> bool:
     return await fail_phase(ctx, died.ref, died.reason)
+
+
+async def canceled_since(ctx: Context, since: datetime) -> list[str]:
+    """Runs canceled at or after `since`: the scheduler cleans up what their executors left."""
+    async with ctx.db.transaction() as session:
+        return list(
+            await session.scalars(
+                select(Run.id).where(Run.status == RunStatus.CANCELED.value, Run.finished_at >= since)
+            )
+        )
 
 
 async def running_phases(ctx: Context) -> list[PhaseRef]:

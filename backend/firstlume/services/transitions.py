@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from firstlume.db.models import Run, RunStatusChange
@@ -76,3 +77,67 @@ async def change_status(
     if target in WAKES_SCHEDULER:
         unit.publish_after_commit(SCHEDULER_CHANNEL, event)
     return run
+
+
+async def change_status_many(
+    unit: Unit,
+    run_ids: Sequence[str],
+    current: RunStatus,
+    target: RunStatus,
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+    **values: Any,
+) -> list[Row[str, str, str, int]]:
+    """`change_status` for many runs read in `current`, in one UPDATE and one history INSERT.
+
+    Returns the rows that moved (id, org_id, stack_id, phase_attempt after the update); a run
+    that is no longer in `current` is left as it is. Values may be SQL expressions
+    (`phase_attempt=Run.phase_attempt + 1`). If entering `target` would give a stack a second
+    lock holder, nothing moves and StackLocked is raised, as for one run."""
+    check_transition(current, target)
+    if not run_ids:
+        return []
+    now = utcnow()
+    values = {"status": target.value, "updated_at": now, **values}
+    if target in FINISHED:
+        values["finished_at"] = now
+    session = unit.session
+    try:
+        async with session.begin_nested():
+            moved = list(
+                await session.execute(
+                    update(Run)
+                    .where(Run.id.in_(run_ids), Run.status == current.value)
+                    .values(**values)
+                    .returning(Run.id, Run.org_id, Run.stack_id, Run.phase_attempt)
+                    .execution_options(synchronize_session=False)
+                )
+            )
+    except IntegrityError:
+        if target in HOLDS_LOCK:
+            raise StackLocked("Another run holds this stack's lock.") from None
+        raise
+    if not moved:
+        return []
+    await session.execute(
+        insert(cast(Table, RunStatusChange.__table__)),
+        [
+            {
+                "run_id": row.id,
+                "from_status": current.value,
+                "to_status": target.value,
+                "at": now,
+                "actor": actor,
+                "reason": reason,
+            }
+            for row in moved
+        ],
+    )
+    for row in moved:
+        event = {"type": "status", "run_id": row.id, "status": target.value, "from": current.value}
+        unit.publish_after_commit(run_channel(row.id), event)
+        unit.publish_after_commit(org_runs_channel(row.org_id), event)
+        if target in WAKES_SCHEDULER:
+            unit.publish_after_commit(SCHEDULER_CHANNEL, event)
+    return moved

@@ -33,6 +33,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* Labels every executor Job and pod of this installation carries (launchers/manifests.py). */}}
+{{- define "firstlume.executorSelectorLabels" -}}
+app.kubernetes.io/managed-by: firstlume
+app.kubernetes.io/component: executor
+firstlume.dev/instance: {{ .Release.Name }}
+{{- end }}
+
 {{- define "firstlume.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}

@@ -32,10 +32,6 @@ class GraphQLContext:
             raise Unauthenticated(self.auth_error)
         return self.actor
 
-    @property
-    def launcher(self) -> Any:
-        return getattr(self.connection.app.state, "launcher", None)
-
     async def authenticate(self, authorization: str | None) -> None:
         """Reads `Bearer <token>`; on failure the reason is kept for the first resolver that needs
         an actor (HTTP) or for refusing the connection (WebSocket)."""

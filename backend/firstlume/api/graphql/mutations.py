@@ -174,9 +174,6 @@ class Mutation:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 run = await runs.cancel_run(unit, actor, run)
-            launcher = info.context.launcher
-            if launcher is not None:
-                await launcher.cancel(run.id)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(CANCEL_ERRORS, work)  # type: ignore[no-any-return]

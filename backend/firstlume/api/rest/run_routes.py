@@ -118,10 +118,8 @@ async def discard(request: Request) -> Response:
 
 @endpoint
 async def cancel(request: Request) -> Response:
+    # The scheduler hears of the cancellation and has the launcher clean up after the run.
     run = await _act_on_run(request, lambda unit, actor, run, _: runs.cancel_run(unit, actor, run))
-    launcher = getattr(request.app.state, "launcher", None)
-    if launcher is not None:
-        await launcher.cancel(run.id)
     return await _reply(request, run)
 
 
