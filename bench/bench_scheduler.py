@@ -20,14 +20,16 @@ from pathlib import Path
 import asyncpg
 from sqlalchemy import insert, select
 
-from firstlume.api.rest.serializers import runs_json
+from firstlume.api.rest.serializers import run_json
 from firstlume.crypto import KeyRing, generate_key
 from firstlume.db.engine import Database
 from firstlume.db.migrate import upgrade
 from firstlume.db.models import Organization, Run, Stack, User
 from firstlume.pubsub import PubSub
-from firstlume.services import dispatch, runs
+from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.runs import RunPageKey
 from firstlume.settings import Settings
 
 
@@ -92,7 +94,8 @@ async def main(dialect: str, stacks: int, per_stack: int) -> None:
             async with db.transaction() as session:
                 org = await session.scalar(select(Organization))
                 assert org is not None
-                return len(await runs_json(session, await runs.list_active_runs(session, org)))
+                [active_runs] = await run_reads.active_runs(session, [org.id])
+                return len([run_json(d) for d in await run_reads.details(session, active_runs)])
 
         count = await _timed("active runs of the organization (REST shape)", active)
         print(f"{'':<48} ({count} runs)")
@@ -101,7 +104,8 @@ async def main(dialect: str, stacks: int, per_stack: int) -> None:
             async with db.transaction() as session:
                 stack = await session.scalar(select(Stack).where(Stack.slug == "s0"))
                 assert stack is not None
-                return len(await runs_json(session, await runs.list_stack_runs(session, stack)))
+                [page] = await run_reads.stack_runs(session, [RunPageKey(stack.id, 100)])
+                return len([run_json(d) for d in await run_reads.details(session, page)])
 
         await _timed("one stack's runs, newest first (REST shape)", stack_runs)
         await db.dispose()

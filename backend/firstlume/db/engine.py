@@ -3,7 +3,8 @@
 SQLite: one writer at a time. Each transaction starts with BEGIN IMMEDIATE so it takes the
 write lock up front; a deferred transaction that reads and then writes can fail with "database
 is locked" when another writer got in between, where IMMEDIATE simply waits (busy_timeout).
-WAL lets readers proceed meanwhile. PostgreSQL: READ COMMITTED with explicit row locks
+WAL lets readers proceed meanwhile, so read-only transactions (`Database.read`) begin deferred and
+never queue behind writers. PostgreSQL: READ COMMITTED with explicit row locks
 (FOR UPDATE [SKIP LOCKED]) where races matter.
 """
 
@@ -17,6 +18,16 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+# Marks a connection whose transaction only reads (see Database.read).
+READ_ONLY = "firstlume_read_only"
+
+# PostgreSQL connections kept open per process. Overflow connections are closed as soon as they
+# are returned, so a pool too small for the usual burst (a page's DataLoader batches, a log line
+# fanned out, a scheduler pass) opens and closes a server session per burst; a pool that covers
+# the burst reuses them. Overflow stays as headroom for rare peaks.
+POOL_SIZE = 20
+MAX_OVERFLOW = 20
 
 
 def _prepare_sqlite_file(url: str) -> None:
@@ -43,11 +54,12 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            read_only = connection.get_execution_options().get(READ_ONLY, False)
+            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
-    kwargs.setdefault("pool_size", 10)
-    kwargs.setdefault("max_overflow", 20)
+    kwargs.setdefault("pool_size", POOL_SIZE)
+    kwargs.setdefault("max_overflow", MAX_OVERFLOW)
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
 
@@ -66,6 +78,14 @@ class Database:
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """One unit of work: commits on success, rolls back on any exception."""
         async with self.sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A transaction that only reads: on SQLite it begins deferred, so it waits for no writer
+        and holds no write lock however long it lasts."""
+        async with self.sessions() as session:
+            await session.connection(execution_options={READ_ONLY: True})
             yield session
 
     async def dispose(self) -> None:
