@@ -46,8 +46,7 @@ class Loaders:
         self.active_runs = self._loader(run_reads.active_runs)
         self.change_page = self._loader(change_reads.pages)
         self.change_counts = DataLoader(self._change_counts)
-        self.change_types = self._loader(change_reads.resource_types)
-        self.change_units = self._loader(change_reads.units)
+        self.change_facets = self._loader(change_reads.facets)
         self.effective_settings = self._loader(setting_reads.effective_settings, cache_key_fn=scope_key)
         self.variables = self._loader(setting_reads.variables, cache_key_fn=scope_key)
 
@@ -78,7 +77,7 @@ class Loaders:
         for loader in (
             self.org_folders, self.org_stacks, self.subfolders, self.folder_stacks, self.queue_position,
             self.lock_holder, self.stack_runs, self.stack_run_count, self.active_runs, self.change_page,
-            self.change_counts, self.change_types, self.change_units, self.effective_settings, self.variables,
+            self.change_counts, self.change_facets, self.effective_settings, self.variables,
         ):  # fmt: skip
             loader.clear_all()
 

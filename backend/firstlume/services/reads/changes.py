@@ -190,24 +190,24 @@ async def counts(
     return [dict(found[run_id]) for run_id in run_ids]
 
 
-async def facets(session: AsyncSession, run_ids: Sequence[str], column: str) -> list[list[str]]:
-    """The distinct resource types (or units) among each run's changes, sorted: what a filter
-    can choose from."""
+@dataclass(frozen=True)
+class Facets:
+    """What a filter can choose from: the distinct resource types and units of a run's changes."""
+
+    types: list[str]
+    units: list[str]
+
+
+async def facets(session: AsyncSession, run_ids: Sequence[str]) -> list[Facets]:
     rows = await session.execute(
-        select(C.run_id, getattr(C, column)).where(C.run_id.in_(set(run_ids))).distinct()
+        select(C.run_id, C.type, C.unit).where(C.run_id.in_(set(run_ids))).distinct()
     )
-    found: dict[str, set[str]] = defaultdict(set)
-    for run_id, value in rows:
-        found[run_id].add(value)
-    return [sorted(found.get(run_id, ())) for run_id in run_ids]
-
-
-async def resource_types(session: AsyncSession, run_ids: Sequence[str]) -> list[list[str]]:
-    return await facets(session, run_ids, "type")
-
-
-async def units(session: AsyncSession, run_ids: Sequence[str]) -> list[list[str]]:
-    return await facets(session, run_ids, "unit")
+    types: dict[str, set[str]] = defaultdict(set)
+    units: dict[str, set[str]] = defaultdict(set)
+    for run_id, resource_type, unit in rows:
+        types[run_id].add(resource_type)
+        units[run_id].add(unit)
+    return [Facets(sorted(types.get(i, ())), sorted(units.get(i, ()))) for i in run_ids]
 
 
 async def pages(session: AsyncSession, keys: Sequence[ChangePageKey]) -> list[ChangePage]:

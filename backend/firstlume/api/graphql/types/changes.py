@@ -170,11 +170,11 @@ class Changes:
 
     @strawberry.field(description="The resource types among all of the run's changes, for a filter.")
     async def types(self) -> list[str]:
-        return await self.loaders.change_types.load(self.key.run_id)
+        return (await self.loaders.change_facets.load(self.key.run_id)).types
 
     @strawberry.field(description="The units among all of the run's changes, for a filter.")
     async def units(self) -> list[str]:
-        return await self.loaders.change_units.load(self.key.run_id)
+        return (await self.loaders.change_facets.load(self.key.run_id)).units
 
 
 @strawberry.type
