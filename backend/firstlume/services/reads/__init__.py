@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession as Session
 
-from firstlume.db.models import Folder, Organization, Run, RunStep, Stack, Variable
+from firstlume.db.models import Folder, Organization, PhaseToken, Run, RunStep, Stack, Variable
 from firstlume.services.reads.scope import ReadScope
 
-__all__ = ["Folder", "Organization", "ReadScope", "Run", "RunStep", "Session", "Stack", "Variable"]
+__all__ = [
+    "Folder",
+    "Organization",
+    "PhaseToken",
+    "ReadScope",
+    "Run",
+    "RunStep",
+    "Session",
+    "Stack",
+    "Variable",
+]
