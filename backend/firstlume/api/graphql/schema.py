@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
 from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
@@ -17,6 +23,9 @@ from firstlume.api.graphql.subscriptions import Subscription
 MAX_DEPTH = 12
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
+# Parsed and validated documents kept per process: clients send the same few operations (the
+# web UI's), and every subscription would otherwise parse and validate its document again.
+CACHED_DOCUMENTS = 256
 
 
 class DepthLimit(QueryDepthLimiter):
@@ -34,6 +43,16 @@ class TokenLimit(MaxTokensLimiter):
         super().__init__(max_token_count=MAX_TOKENS)
 
 
+class DocumentCache(ParserCache):
+    def __init__(self) -> None:
+        super().__init__(maxsize=CACHED_DOCUMENTS)
+
+
+class ValidatedCache(ValidationCache):
+    def __init__(self) -> None:
+        super().__init__(maxsize=CACHED_DOCUMENTS)
+
+
 class FirstlumeSchema(strawberry.Schema):
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -46,5 +65,15 @@ schema = FirstlumeSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    extensions=[ErrorPolicy, RejectNulCharacters, DepthLimit, AliasLimit, TokenLimit],
+    # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
+    # comes after the validation cache, whose result it replaces when it refuses.
+    extensions=[
+        ErrorPolicy,
+        TokenLimit,
+        DocumentCache,
+        DepthLimit,
+        AliasLimit,
+        ValidatedCache,
+        RejectNulCharacters,
+    ],
 )
