@@ -13,7 +13,9 @@ NOTIFY round trip on the same server. Prints figures; never fails on a slow mach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -28,7 +30,12 @@ from served import PG_SERVER, context, database, describe, environment, seed, se
 from firstlume.services import dispatch
 from firstlume.services.runs import start_run
 
-SUBSCRIPTION = "subscription($id: ID!) { runLog(org: \"bench\", runId: $id) { text nextOffset } }"
+SUBSCRIPTION = 'subscription($id: ID!) { runLog(org: "bench", runId: $id) { text nextOffset } }'
+
+
+def load_note() -> str:
+    one_minute = Path("/proc/loadavg").read_text().split()[0]
+    return f"{os.cpu_count()} cores, load average {one_minute}"
 
 
 async def notify_floor(rounds: int = 200) -> list[float]:
@@ -49,24 +56,57 @@ async def notify_floor(rounds: int = 200) -> list[float]:
 async def sessions_opened(database_name: str) -> int:
     connection = await asyncpg.connect(PG_SERVER)
     try:
-        return int(await connection.fetchval("SELECT sessions FROM pg_stat_database WHERE datname = $1", database_name))
+        return int(
+            await connection.fetchval(
+                "SELECT sessions FROM pg_stat_database WHERE datname = $1", database_name
+            )
+        )
     finally:
         await connection.close()
 
 
+class Arrivals:
+    """How many subscribers have each line; an event per line once all of them have it."""
+
+    def __init__(self, subscribers: int) -> None:
+        self.subscribers = subscribers
+        self.counts: dict[int, int] = {}
+        self.complete: dict[int, asyncio.Event] = {}
+
+    def event(self, line: int) -> asyncio.Event:
+        return self.complete.setdefault(line, asyncio.Event())
+
+    def arrived(self, line: int) -> None:
+        self.counts[line] = self.counts.get(line, 0) + 1
+        if self.counts[line] == self.subscribers:
+            self.event(line).set()
+
+
 class Subscriber:
-    def __init__(self) -> None:
+    def __init__(self, arrivals: Arrivals) -> None:
+        self.arrivals = arrivals
         self.lines: dict[int, float] = {}  # line number → when it arrived
         self.socket: Any = None
 
     async def open(self, url: str, token: str, run_id: str) -> None:
         self.socket = await websockets.connect(
-            url.replace("http://", "ws://") + "/graphql", subprotocols=["graphql-transport-ws"], max_queue=None, compression=None
+            url.replace("http://", "ws://") + "/graphql",
+            subprotocols=["graphql-transport-ws"],
+            max_queue=None,
+            compression=None,
         )
-        await self.socket.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}))
+        await self.socket.send(
+            json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+        )
         assert json.loads(await self.socket.recv())["type"] == "connection_ack"
         await self.socket.send(
-            json.dumps({"id": "1", "type": "subscribe", "payload": {"query": SUBSCRIPTION, "variables": {"id": run_id}}})
+            json.dumps(
+                {
+                    "id": "1",
+                    "type": "subscribe",
+                    "payload": {"query": SUBSCRIPTION, "variables": {"id": run_id}},
+                }
+            )
         )
 
     async def read(self) -> None:
@@ -76,7 +116,9 @@ class Subscriber:
             if message["type"] == "next":
                 for line in message["payload"]["data"]["runLog"]["text"].splitlines():
                     if line.startswith("line "):
-                        self.lines[int(line.split()[1])] = now
+                        number = int(line.split()[1])
+                        self.lines[number] = now
+                        self.arrivals.arrived(number)
             elif message["type"] in ("complete", "error"):
                 return
 
@@ -96,7 +138,8 @@ async def main(subscribers: int, lines: int) -> None:
                     stack = await catalog.stack_by_slug(unit.session, org, "net")
                     run = await start_run(unit, actor, stack, {"type": "plan"})
                 [launch] = await dispatch.claim_plans(ctx)
-            with served(environment(url, data)) as base:
+            with served(environment(url, data)) as server:
+                base = server.url
                 executor = httpx.AsyncClient(
                     base_url=base, headers={"Authorization": f"Bearer {launch.token}"}, timeout=60
                 )
@@ -110,21 +153,23 @@ async def main(subscribers: int, lines: int) -> None:
                     offset = response.json()["next_offset"]
 
                 await write("started\n")
-                clients = [Subscriber() for _ in range(subscribers)]
+                arrivals = Arrivals(subscribers)
+                clients = [Subscriber(arrivals) for _ in range(subscribers)]
                 for i in range(0, subscribers, 50):
                     await asyncio.gather(*(c.open(base, tenant.token, run.id) for c in clients[i : i + 50]))
                 readers = [asyncio.create_task(c.read()) for c in clients]
                 await asyncio.sleep(1)  # every subscription has read the stored log and joined the tail
                 before = await sessions_opened(database_name)
+                cpu_before = server.cpu_seconds()
                 sent: dict[int, float] = {}
                 for number in range(lines):
                     sent[number] = time.perf_counter()
                     await write(f"line {number} {'x' * 60}\n")
-                    deadline = time.monotonic() + 10
-                    while any(number not in c.lines for c in clients) and time.monotonic() < deadline:
-                        await asyncio.sleep(0.002)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(arrivals.event(number).wait(), 10)
                     await asyncio.sleep(0.05)
                 opened = await sessions_opened(database_name) - before
+                cpu_per_line = (server.cpu_seconds() - cpu_before) / lines * 1000
                 await executor.post("/api/v1/executor/steps", json={"name": "plan", "status": "failed"})
                 await executor.post("/api/v1/executor/finish", json={"status": "failed", "error": "bench"})
                 await asyncio.wait(readers, timeout=30)
@@ -136,6 +181,7 @@ async def main(subscribers: int, lines: int) -> None:
     print(f"  floor: asyncpg NOTIFY round trip        {describe(floor)}")
     print(f"  line reaches every subscriber          {describe(latencies)}")
     print(f"  new PostgreSQL sessions per line       {opened / lines:7.2f}   (lines missed: {missing})")
+    print(f"  server CPU per line                    {cpu_per_line:7.1f} ms  ({load_note()})")
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ async def seed(ctx: Context, stacks: tuple[str, ...] = ("net",)) -> Tenant:
         org = await accounts.create_org(unit.session, "bench")
         token = await accounts.create_token(unit.session, "bench", "bench@example.com")
         for slug in stacks:
-            await catalog.create_stack(unit.session, ctx.keyring, org, {"slug": slug, "repository": "file:///repo"})
+            await catalog.create_stack(
+                unit.session, ctx.keyring, org, {"slug": slug, "repository": "file:///repo"}
+            )
     return Tenant("bench", token)
 
 
@@ -108,9 +110,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass
+class Server:
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User and system time the server process has used so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def served(env: dict[str, str], command: list[str] | None = None) -> Iterator[str]:
-    """The control plane (or `command`, given the port last) in a subprocess; yields its URL."""
+def served(env: dict[str, str], command: list[str] | None = None) -> Iterator[Server]:
+    """The control plane (or `command`, given the port last) in a subprocess."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = command or [sys.executable, "-m", "firstlume", "serve", "--log-level", "warning", "--port"]
@@ -124,9 +137,11 @@ def served(env: dict[str, str], command: list[str] | None = None) -> Iterator[st
                 if httpx.get(url + "/readyz", timeout=2).status_code == 200:
                     break
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the control plane did not start: " + (process.stderr.read() or b"").decode())
+                raise RuntimeError(
+                    "the control plane did not start: " + (process.stderr.read() or b"").decode()
+                )
             time.sleep(0.1)
-        yield url
+        yield Server(url, process.pid)
     finally:
         process.terminate()
         try:

@@ -25,7 +25,7 @@ from firstlume.domain.runs import ACTIVE, FINISHED
 from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
-from firstlume.services.logs import SAFETY_POLL_SECONDS, follow_log
+from firstlume.services.logs import SAFETY_POLL_SECONDS
 from firstlume.services.reads import Organization
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import changes as change_reads
@@ -224,7 +224,7 @@ class Subscription:
         if from_offset < 0:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         run = await run_of_org(info, org, str(run_id))
-        async for part in follow_log(info.context.app, run.id, step, from_offset):
+        async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
             yield LogChunk(text=part.text, next_offset=part.next_offset)
 
     @strawberry.subscription(
