@@ -82,10 +82,15 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
-        """A transaction that only reads: on SQLite it begins deferred, so it waits for no writer
-        and holds no write lock however long it lasts."""
+        """A session that only reads. On SQLite its transaction begins deferred, so it waits for
+        no writer and holds no write lock however long it lasts. On PostgreSQL it reads without
+        BEGIN and ROLLBACK: under READ COMMITTED each statement sees the latest commits anyway,
+        so a transaction would add two round trips and no consistency."""
+        options: dict[str, Any] = {READ_ONLY: True}
+        if not self.is_sqlite:
+            options["isolation_level"] = "AUTOCOMMIT"
         async with self.sessions() as session:
-            await session.connection(execution_options={READ_ONLY: True})
+            await session.connection(execution_options=options)
             yield session
 
     async def dispose(self) -> None:

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import strawberry
-from graphql import GraphQLError
-from strawberry.extensions import (
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    ParserCache,
-    QueryDepthLimiter,
-    ValidationCache,
-)
+from graphql import ASTValidationRule, GraphQLError
+from strawberry.extensions import AddValidationRules, MaxTokensLimiter, ParserCache, ValidationCache
+from strawberry.extensions.max_aliases import create_validator as aliases_rule
+from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
@@ -28,14 +24,16 @@ MAX_TOKENS = 5000
 CACHED_DOCUMENTS = 256
 
 
-class DepthLimit(QueryDepthLimiter):
-    def __init__(self) -> None:
-        super().__init__(max_depth=MAX_DEPTH)
+# The rules are made once: QueryDepthLimiter and MaxAliasesLimiter make new rule classes each
+# time they are built (once per operation), which no validation cache could ever match.
+LIMIT_RULES: list[type[ASTValidationRule]] = [depth_rule(MAX_DEPTH, None, None), aliases_rule(MAX_ALIASES)]
 
 
-class AliasLimit(MaxAliasesLimiter):
+class Limits(AddValidationRules):
+    """No deeper than MAX_DEPTH, no more than MAX_ALIASES aliases."""
+
     def __init__(self) -> None:
-        super().__init__(max_alias_count=MAX_ALIASES)
+        super().__init__(LIMIT_RULES)
 
 
 class TokenLimit(MaxTokensLimiter):
@@ -71,8 +69,7 @@ schema = FirstlumeSchema(
         ErrorPolicy,
         TokenLimit,
         DocumentCache,
-        DepthLimit,
-        AliasLimit,
+        Limits,
         ValidatedCache,
         RejectNulCharacters,
     ],

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -181,6 +181,16 @@ async def emails(session: AsyncSession, user_ids: Sequence[str]) -> list[str | N
     return [found.get(i) for i in user_ids]
 
 
+_earlier = aliased(Run, name="earlier")
+# How many queued runs of the run's stack arrived no later than it.
+_AHEAD = (
+    select(func.count())
+    .where(_earlier.stack_id == Run.stack_id, _earlier.status == QUEUED, _earlier.number <= Run.number)
+    .correlate(Run)
+    .scalar_subquery()
+)
+
+
 async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[str, int]:
     """Position in its stack's queue (1 = starts next) of each queued run among `runs`: a count of
     the queued runs of the same stack that arrived no later, answered by the
@@ -188,14 +198,7 @@ async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[st
     queued = [r.id for r in runs if r.status == QUEUED]
     if not queued:
         return {}
-    earlier = aliased(Run)
-    ahead = (
-        select(func.count())
-        .where(earlier.stack_id == Run.stack_id, earlier.status == QUEUED, earlier.number <= Run.number)
-        .correlate(Run)
-        .scalar_subquery()
-    )
-    rows = await session.execute(select(Run.id, ahead).where(Run.id.in_(queued), Run.status == QUEUED))
+    rows = await session.execute(select(Run.id, _AHEAD).where(Run.id.in_(queued), Run.status == QUEUED))
     return {run_id: int(position) for run_id, position in rows}
 
 
@@ -248,25 +251,32 @@ async def details(
     ]
 
 
+# Built once: aliases made per call would cost SQLAlchemy an adaptation of every column each time.
+_creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
+_DETAILS = (
+    select(Run, Stack.slug, _creator.email, _approver.email, case((Run.status == QUEUED, _AHEAD)))
+    .join(Stack, Stack.id == Run.stack_id)
+    .outerjoin(_creator, _creator.id == Run.created_by_id)
+    .outerjoin(_approver, _approver.id == Run.approved_by_id)
+    .where(Run.id == bindparam("run_id"), Run.org_id == bindparam("org_id"))
+)
+
+
 async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> RunDetails | None:
-    """One run with its stack's slug and people's emails read in the same statement."""
+    """One run with its stack's slug, people's emails and queue position read in one statement,
+    its steps in another: a GET of a run."""
     if not isinstance(run_id, str) or len(run_id) > 64:
         return None
-    creator, approver = aliased(User), aliased(User)
-    row = (
-        await session.execute(
-            select(Run, Stack.slug, creator.email, approver.email)
-            .join(Stack, Stack.id == Run.stack_id)
-            .outerjoin(creator, creator.id == Run.created_by_id)
-            .outerjoin(approver, approver.id == Run.approved_by_id)
-            .where(Run.id == run_id, Run.org_id == org_id)
-        )
-    ).first()
+    row = (await session.execute(_DETAILS, {"run_id": run_id, "org_id": org_id})).first()
     if row is None:
         return None
-    run, slug, created_by, approved_by = row
-    people = {
-        u: e for u, e in ((run.created_by_id, created_by), (run.approved_by_id, approved_by)) if u and e
-    }
-    [found] = await details(session, [run], slugs={run.stack_id: slug}, known_emails=people)
-    return found
+    run, slug, created_by, approved_by, position = row
+    [steps] = await steps_of(session, [run.id])
+    return RunDetails(
+        run=run,
+        stack_slug=slug,
+        created_by=created_by,
+        approved_by=approved_by,
+        steps=steps,
+        queue_position=int(position) if position is not None else None,
+    )

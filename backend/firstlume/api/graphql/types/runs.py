@@ -12,6 +12,7 @@ from firstlume.api.graphql.enums import ChangeAction, StepStatus, VariableKind
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
+from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.settings import EffectiveSettings, ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType
@@ -145,37 +146,54 @@ class Run:
     row: Private[RunRecord]
     loaders: Private[Loaders]
 
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.row.id)
+    id: strawberry.ID = filled()
+    number: int = filled("The run's number in its stack, in order of arrival.")
+    type: RunType = filled()
+    status: RunStatus = filled()
+    awaiting_approval: bool = filled("True while the run waits for someone's approval.")
+    approvable: bool = filled("Whether the run can be approved or discarded now.")
+    cancelable: bool = filled("Whether the run can be canceled now.")
+    finished: bool = filled()
+    created_at: datetime = filled()
+    updated_at: datetime = filled()
+    finished_at: datetime | None = filled()
+    commit: Commit | None = filled()
+    summary: ChangeSummary | None = filled("Null until the plan is stored.")
+    approval: Approval = filled()
+    configuration: RunConfiguration = filled()
+    state_backends: list[StateBackend] = filled()
+    error: str | None = filled("The run's error when it failed for a reason that belongs to no resource.")
+    log_length: int = filled("The log's length in characters so far.")
 
-    @strawberry.field(description="The run's number in its stack, in order of arrival.")
-    def number(self) -> int:
-        return self.row.number
-
-    @strawberry.field
-    def type(self) -> RunType:
-        return RunType(self.row.type)
-
-    @strawberry.field
-    def status(self) -> RunStatus:
-        return RunStatus(self.row.status)
-
-    @strawberry.field(description="True while the run waits for someone's approval.")
-    def awaiting_approval(self) -> bool:
-        return self.row.status == RunStatus.AWAITING_APPROVAL
-
-    @strawberry.field(description="Whether the run can be approved or discarded now.")
-    def approvable(self) -> bool:
-        return RunStatus(self.row.status) in APPROVABLE
-
-    @strawberry.field(description="Whether the run can be canceled now.")
-    def cancelable(self) -> bool:
-        return RunStatus(self.row.status) in CANCELABLE
-
-    @strawberry.field
-    def finished(self) -> bool:
-        return RunStatus(self.row.status) in FINISHED
+    def __post_init__(self) -> None:
+        run = self.row
+        status = RunStatus(run.status)
+        self.id = strawberry.ID(run.id)
+        self.number = run.number
+        self.type = RunType(run.type)
+        self.status = status
+        self.awaiting_approval = status is RunStatus.AWAITING_APPROVAL
+        self.approvable = status in APPROVABLE
+        self.cancelable = status in CANCELABLE
+        self.finished = status in FINISHED
+        self.created_at = run.created_at
+        self.updated_at = run.updated_at
+        self.finished_at = run.finished_at
+        self.commit = (
+            Commit(
+                sha=run.commit_sha, author=run.commit_author, message=run.commit_message, url=run.commit_url
+            )
+            if run.commit_sha
+            else None
+        )
+        self.summary = ChangeSummary.of(summary_of(run)) if run.has_plan else None
+        self.approval = Approval(row=run, loaders=self.loaders)
+        self.configuration = RunConfiguration.of(run)
+        self.state_backends = [
+            StateBackend(unit=b["unit"], backend=b["backend"]) for b in run.state_backends or []
+        ]
+        self.error = run.error
+        self.log_length = run.log_length
 
     @strawberry.field
     async def stack(self) -> Annotated[Stack, strawberry.lazy("firstlume.api.graphql.types.catalog")]:
@@ -186,24 +204,12 @@ class Run:
         return Stack(row=row, loaders=self.loaders)
 
     @strawberry.field
-    def created_at(self) -> datetime:
-        return self.row.created_at
-
-    @strawberry.field
     async def created_by(self) -> str | None:
         return await self.loaders.email.load(self.row.created_by_id) if self.row.created_by_id else None
-
-    @strawberry.field
-    def updated_at(self) -> datetime:
-        return self.row.updated_at
 
     @strawberry.field(description="When the first phase started; null while the run is queued.")
     async def started_at(self) -> datetime | None:
         return started_at(await self.loaders.steps.load(self.row.id))
-
-    @strawberry.field
-    def finished_at(self) -> datetime | None:
-        return self.row.finished_at
 
     @strawberry.field(
         description="From the start of the first phase to the end of the run: time in the queue is not "
@@ -223,38 +229,9 @@ class Run:
         holder = await self.loaders.lock_holder.load(self.row.stack_id)
         return Run(row=holder, loaders=self.loaders) if holder else None
 
-    @strawberry.field
-    def commit(self) -> Commit | None:
-        run = self.row
-        if not run.commit_sha:
-            return None
-        return Commit(
-            sha=run.commit_sha, author=run.commit_author, message=run.commit_message, url=run.commit_url
-        )
-
     @strawberry.field(description="checkout, init, plan, approval, apply, … as far as the run has come.")
     async def steps(self) -> list[Step]:
         return [Step.of(s) for s in await self.loaders.steps.load(self.row.id)]
-
-    @strawberry.field(description="Null until the plan is stored.")
-    def summary(self) -> ChangeSummary | None:
-        return ChangeSummary.of(summary_of(self.row)) if self.row.has_plan else None
-
-    @strawberry.field
-    def approval(self) -> Approval:
-        return Approval(row=self.row, loaders=self.loaders)
-
-    @strawberry.field
-    def configuration(self) -> RunConfiguration:
-        return RunConfiguration.of(self.row)
-
-    @strawberry.field
-    def state_backends(self) -> list[StateBackend]:
-        return [StateBackend(unit=b["unit"], backend=b["backend"]) for b in self.row.state_backends or []]
-
-    @strawberry.field(description="The run's error when it failed for a reason that belongs to no resource.")
-    def error(self) -> str | None:
-        return self.row.error
 
     @strawberry.field(
         description=f"The planned changes: counts per group, and a page of the changes that match the "
@@ -280,10 +257,6 @@ class Run:
             loaders=self.loaders,
             summary=ChangeSummary.of(summary_of(self.row)),
         )
-
-    @strawberry.field(description="The log's length in characters so far.")
-    def log_length(self) -> int:
-        return self.row.log_length
 
     @strawberry.field(description="The log (or one step's) from a run-level character offset.")
     async def log(self, step: str | None = None, from_offset: int = 0) -> LogChunk:
