@@ -8,22 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from contextlib import suppress
+from functools import cached_property
 from typing import Any, TypeVar
 
 from strawberry.dataloader import DataLoader
 
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.context import Context
+from firstlume.services.inherited import Scope
 from firstlume.services.reads import Folder, ReadScope, Run, RunStep, Stack, Variable
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
-from firstlume.services.reads.changes import ChangePage, ChangePageKey
+from firstlume.services.reads.changes import ChangeFilter, ChangePage, ChangePageKey, Facets
 from firstlume.services.reads.runs import RunFilter, RunPageKey
 from firstlume.services.reads.settings import scope_key
 
 K = TypeVar("K", bound=Hashable)
+VOLATILE = (
+    "org_folders", "org_stacks", "subfolders", "folder_stacks", "queue_position", "lock_holder", "stack_runs",
+    "stack_run_count", "active_runs", "change_page", "change_counts", "change_facets", "effective_settings",
+    "variables",
+)  # fmt: skip
 V = TypeVar("V")
 
 
@@ -31,24 +38,80 @@ class Loaders:
     def __init__(self, ctx: Context, reads: ReadScope | None = None) -> None:
         self.ctx = ctx
         self.reads = reads if reads is not None else ReadScope(ctx.db, shared=False)
-        self.stack = self._loader(catalog_reads.stacks_by_id)
-        self.folder = self._loader(catalog_reads.folders_by_id)
-        self.org_folders = self._loader(catalog_reads.folders_of_orgs)
-        self.org_stacks = self._loader(catalog_reads.stacks_of_orgs)
-        self.subfolders = self._loader(catalog_reads.subfolders)
-        self.folder_stacks = self._loader(catalog_reads.stacks_in_folders)
-        self.email = self._loader(run_reads.emails)
-        self.steps = self._loader(run_reads.steps_of)
-        self.queue_position = DataLoader(self._queue_positions, cache_key_fn=lambda run: run.id)
-        self.lock_holder = self._loader(run_reads.lock_holders)
-        self.stack_runs = self._loader(run_reads.stack_runs)
-        self.stack_run_count = DataLoader(self._stack_run_counts)
-        self.active_runs = self._loader(run_reads.active_runs)
-        self.change_page = self._loader(change_reads.pages)
-        self.change_counts = DataLoader(self._change_counts)
-        self.change_facets = self._loader(change_reads.facets)
-        self.effective_settings = self._loader(setting_reads.effective_settings, cache_key_fn=scope_key)
-        self.variables = self._loader(setting_reads.variables, cache_key_fn=scope_key)
+
+    # Each loader is made when first used: an operation uses a few of them.
+
+    @cached_property
+    def stack(self) -> DataLoader[str, Stack | None]:
+        return self._loader(catalog_reads.stacks_by_id)
+
+    @cached_property
+    def folder(self) -> DataLoader[str, Folder | None]:
+        return self._loader(catalog_reads.folders_by_id)
+
+    @cached_property
+    def org_folders(self) -> DataLoader[str, list[Folder]]:
+        return self._loader(catalog_reads.folders_of_orgs)
+
+    @cached_property
+    def org_stacks(self) -> DataLoader[str, list[Stack]]:
+        return self._loader(catalog_reads.stacks_of_orgs)
+
+    @cached_property
+    def subfolders(self) -> DataLoader[str, list[Folder]]:
+        return self._loader(catalog_reads.subfolders)
+
+    @cached_property
+    def folder_stacks(self) -> DataLoader[str, list[Stack]]:
+        return self._loader(catalog_reads.stacks_in_folders)
+
+    @cached_property
+    def email(self) -> DataLoader[str, str | None]:
+        return self._loader(run_reads.emails)
+
+    @cached_property
+    def steps(self) -> DataLoader[str, list[RunStep]]:
+        return self._loader(run_reads.steps_of)
+
+    @cached_property
+    def queue_position(self) -> DataLoader[Run, int | None]:
+        return DataLoader(self._queue_positions, cache_key_fn=lambda run: run.id)
+
+    @cached_property
+    def lock_holder(self) -> DataLoader[str, Run | None]:
+        return self._loader(run_reads.lock_holders)
+
+    @cached_property
+    def stack_runs(self) -> DataLoader[RunPageKey, list[Run]]:
+        return self._loader(run_reads.stack_runs)
+
+    @cached_property
+    def stack_run_count(self) -> DataLoader[tuple[str, RunFilter], int]:
+        return DataLoader(self._stack_run_counts)
+
+    @cached_property
+    def active_runs(self) -> DataLoader[str, list[Run]]:
+        return self._loader(run_reads.active_runs)
+
+    @cached_property
+    def change_page(self) -> DataLoader[ChangePageKey, ChangePage]:
+        return self._loader(change_reads.pages)
+
+    @cached_property
+    def change_counts(self) -> DataLoader[tuple[str, ChangeFilter], dict[str, int]]:
+        return DataLoader(self._change_counts)
+
+    @cached_property
+    def change_facets(self) -> DataLoader[str, Facets]:
+        return self._loader(change_reads.facets)
+
+    @cached_property
+    def effective_settings(self) -> DataLoader[Scope, dict[str, Resolved]]:
+        return self._loader(setting_reads.effective_settings, cache_key_fn=scope_key)
+
+    @cached_property
+    def variables(self) -> DataLoader[Scope, list[Variable]]:
+        return self._loader(setting_reads.variables, cache_key_fn=scope_key)
 
     def _loader(
         self, read: Callable[[Any, Sequence[K]], Awaitable[Sequence[V]]], **options: Any
@@ -74,12 +137,8 @@ class Loaders:
 
     def forget_volatile(self) -> None:
         """Keeps only what does not change under a live view (stacks, folders, users' emails)."""
-        for loader in (
-            self.org_folders, self.org_stacks, self.subfolders, self.folder_stacks, self.queue_position,
-            self.lock_holder, self.stack_runs, self.stack_run_count, self.active_runs, self.change_page,
-            self.change_counts, self.change_facets, self.effective_settings, self.variables,
-        ):  # fmt: skip
-            loader.clear_all()
+        for name in VOLATILE:
+            self.__dict__.pop(name, None)
 
     async def _queue_positions(self, rows: list[Run]) -> list[int | None]:
         if not any(r.status == run_reads.QUEUED for r in rows):
@@ -99,16 +158,13 @@ class Loaders:
                 found.update({(i, run_filter): n for i, n in zip(stack_ids, counts, strict=True)})
         return [found[key] for key in keys]
 
-    async def _change_counts(self, keys: list[tuple[str, change_reads.ChangeFilter]]) -> list[dict[str, int]]:
-        by_filter: dict[change_reads.ChangeFilter, list[str]] = {}
+    async def _change_counts(self, keys: list[tuple[str, ChangeFilter]]) -> list[dict[str, int]]:
+        by_filter: dict[ChangeFilter, list[str]] = {}
         for run_id, change_filter in keys:
             by_filter.setdefault(change_filter, []).append(run_id)
-        found: dict[tuple[str, change_reads.ChangeFilter], dict[str, int]] = {}
+        found: dict[tuple[str, ChangeFilter], dict[str, int]] = {}
         async with self.reads.session() as session:
             for change_filter, run_ids in by_filter.items():
                 counts = await change_reads.counts(session, run_ids, change_filter)
                 found.update({(i, change_filter): c for i, c in zip(run_ids, counts, strict=True)})
         return [found[key] for key in keys]
-
-
-__all__ = ["ChangePage", "ChangePageKey", "Loaders", "Resolved", "RunPageKey", "RunStep", "Variable"]

@@ -11,6 +11,7 @@ from strawberry import Private
 from firstlume.api.graphql.enums import GitAuth
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
+from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.domain.errors import InvalidRequest
@@ -54,17 +55,12 @@ class Organization:
     row: Private[OrganizationRecord]
     loaders: Private[Loaders]
 
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.row.id)
+    id: strawberry.ID = filled()
+    slug: str = filled()
+    name: str = filled()
 
-    @strawberry.field
-    def slug(self) -> str:
-        return self.row.slug
-
-    @strawberry.field
-    def name(self) -> str:
-        return self.row.name
+    def __post_init__(self) -> None:
+        self.id, self.slug, self.name = strawberry.ID(self.row.id), self.row.slug, self.row.name
 
     @strawberry.field(description="Every folder, by path.")
     async def folders(self) -> list[Folder]:
@@ -132,21 +128,19 @@ class Folder:
     row: Private[FolderRecord]
     loaders: Private[Loaders]
 
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.row.id)
+    id: strawberry.ID = filled()
+    path: str = filled('The full path, such as "prod/eu".')
+    name: str = filled("The last segment of the path.")
+    created_at: datetime = filled()
 
-    @strawberry.field(description='The full path, such as "prod/eu".')
-    def path(self) -> str:
-        return self.row.path
-
-    @strawberry.field(description="The last segment of the path.")
-    def name(self) -> str:
-        return self.row.name
-
-    @strawberry.field
-    def created_at(self) -> datetime:
-        return self.row.created_at
+    def __post_init__(self) -> None:
+        row = self.row
+        self.id, self.path, self.name, self.created_at = (
+            strawberry.ID(row.id),
+            row.path,
+            row.name,
+            row.created_at,
+        )
 
     @strawberry.field
     async def parent(self) -> Folder | None:
@@ -192,39 +186,27 @@ class Stack:
     row: Private[StackRecord]
     loaders: Private[Loaders]
 
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(self.row.id)
+    id: strawberry.ID = filled()
+    slug: str = filled()
+    name: str = filled()
+    repository: str = filled()
+    branch: str = filled()
+    path: str = filled("The directory of the stack's code in the repository.")
+    git_auth: GitAuth | None = filled()
+    created_at: datetime = filled()
 
-    @strawberry.field
-    def slug(self) -> str:
-        return self.row.slug
-
-    @strawberry.field
-    def name(self) -> str:
-        return self.row.name
-
-    @strawberry.field
-    def repository(self) -> str:
-        return self.row.repository
-
-    @strawberry.field
-    def branch(self) -> str:
-        return self.row.branch
-
-    @strawberry.field(description="The directory of the stack's code in the repository.")
-    def path(self) -> str:
-        return self.row.path
-
-    @strawberry.field
-    def git_auth(self) -> GitAuth | None:
-        if self.row.git_https_token_sealed:
-            return GitAuth.HTTPS_TOKEN
-        return GitAuth.SSH_KEY if self.row.git_ssh_key_sealed else None
-
-    @strawberry.field
-    def created_at(self) -> datetime:
-        return self.row.created_at
+    def __post_init__(self) -> None:
+        row = self.row
+        self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
+        self.repository, self.branch, self.path = row.repository, row.branch, row.path
+        self.git_auth = (
+            GitAuth.HTTPS_TOKEN
+            if row.git_https_token_sealed
+            else GitAuth.SSH_KEY
+            if row.git_ssh_key_sealed
+            else None
+        )
+        self.created_at = row.created_at
 
     @strawberry.field
     async def folder(self) -> Folder | None:
