@@ -52,7 +52,13 @@ def serve(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def wrk(url: str, seconds: int, method: str = "GET", body: str | None = None, headers: dict[str, str] | None = None) -> tuple[float, int]:
+def wrk(
+    url: str,
+    seconds: int,
+    method: str = "GET",
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, int]:
     """Requests per second and the count of non-2xx answers."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(f"wrk.method = {json.dumps(method)}\n")
@@ -72,7 +78,13 @@ def wrk(url: str, seconds: int, method: str = "GET", body: str | None = None, he
     return rate, int(bad[1]) if bad else 0
 
 
-async def httpx_load(url: str, seconds: int, method: str = "GET", body: str | None = None, headers: dict[str, str] | None = None) -> tuple[float, int]:
+async def httpx_load(
+    url: str,
+    seconds: int,
+    method: str = "GET",
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, int]:
     done = bad = 0
     deadline = time.perf_counter() + seconds
 
@@ -108,7 +120,8 @@ async def main(kind: str, seconds: int) -> None:
                 auth = {**tenant.headers, "Content-Type": "application/json"}
                 async with httpx.AsyncClient(headers=auth, timeout=30) as api:
                     ids = [
-                        (await api.post(f"{org}/stacks/net/runs", json={"type": "plan"})).json()["id"] for _ in range(25)
+                        (await api.post(f"{org}/stacks/net/runs", json={"type": "plan"})).json()["id"]
+                        for _ in range(25)
                     ]
                 run_url = f"{org}/runs/{ids[-1]}"  # queued behind 24 others: its position is worked out
                 figures = [
@@ -120,7 +133,9 @@ async def main(kind: str, seconds: int) -> None:
                 ]  # fmt: skip
     tool = "wrk" if shutil.which("wrk") else "httpx"
     load_average = os.getloadavg()[0]
-    print(f"P5 {CONNECTIONS} connections ({tool}), {kind}, {seconds} s each, {os.cpu_count()} cores, load {load_average}")
+    print(
+        f"P5 {CONNECTIONS} connections ({tool}), {kind}, {seconds} s each, {os.cpu_count()} cores, load {load_average:.1f}"
+    )
     floor = figures[0][1][0]
     for what, (rate, bad) in figures:
         note = f"  ({bad} refused)" if bad else ""
