@@ -25,7 +25,8 @@ from firstlume.services.reads.runs import duration_ms, started_at, summary_of
 if TYPE_CHECKING:
     from firstlume.api.graphql.types.catalog import Stack
 
-MAX_CHANGES_PAGE = 500
+# Large enough for a client that still reads every change at once; a page of 50 is the norm.
+MAX_CHANGES_PAGE = 10_000
 DEFAULT_CHANGES_PAGE = 50
 
 
@@ -151,9 +152,9 @@ class Run:
     type: RunType = filled()
     status: RunStatus = filled()
     awaiting_approval: bool = filled("True while the run waits for someone's approval.")
+    finished: bool = filled()
     approvable: bool = filled("Whether the run can be approved or discarded now.")
     cancelable: bool = filled("Whether the run can be canceled now.")
-    finished: bool = filled()
     created_at: datetime = filled()
     updated_at: datetime = filled()
     finished_at: datetime | None = filled()
