@@ -50,6 +50,9 @@ schema: install
 
 bench: install
 	$(BIN)/python bench/bench_changes.py
+	$(BIN)/python bench/bench_reads.py postgresql
+	$(BIN)/python bench/bench_logs.py
+	$(BIN)/python bench/bench_http.py postgresql
 	$(BIN)/python bench/bench_scheduler.py sqlite
 	$(BIN)/python bench/bench_scheduler.py postgresql
 

@@ -33,7 +33,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import insert, select, update
 
-from firstlume.api.rest.serializers import runs_json
+from firstlume.api.rest.serializers import run_json
 from firstlume.crypto import KeyRing, generate_key
 from firstlume.db.engine import Database
 from firstlume.db.migrate import upgrade
@@ -41,8 +41,10 @@ from firstlume.db.models import Organization, Run, Stack, User
 from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
-from firstlume.services import dispatch, runs
+from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.runs import RunPageKey
 from firstlume.settings import Settings
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -245,13 +247,15 @@ async def reads(dialect: str, stacks: int) -> None:
             async with db.transaction() as session:
                 org = await session.scalar(select(Organization))
                 assert org is not None
-                return len(await runs_json(session, await runs.list_active_runs(session, org)))
+                [active_runs] = await run_reads.active_runs(session, [org.id])
+                return len([run_json(d) for d in await run_reads.details(session, active_runs)])
 
         async def stack_runs() -> int:
             async with db.transaction() as session:
                 stack = await session.scalar(select(Stack).where(Stack.slug == "s0"))
                 assert stack is not None
-                return len(await runs_json(session, await runs.list_stack_runs(session, stack)))
+                [page] = await run_reads.stack_runs(session, [RunPageKey(stack.id, 100)])
+                return len([run_json(d) for d in await run_reads.details(session, page)])
 
         for label, work in (
             ("active runs of the organization (REST)", active),

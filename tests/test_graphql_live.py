@@ -8,6 +8,7 @@ control planes on one PostgreSQL database."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,45 @@ async def test_a_client_that_reconnects_from_its_offset_gets_every_line_exactly_
     received = text_of(before) + text_of(after)
     assert received == "".join(lines) == executor.written
     assert after and after[-1]["runLog"]["nextOffset"] == len(received)
+    await executor.close()
+
+
+async def test_many_subscribers_of_one_run_each_get_every_line_once_from_their_offsets(
+    api: Api, ctx: Context, server: LiveServer, tenant: Tenant
+) -> None:
+    """Forty subscriptions over four sockets, joining before and during the run from offsets of
+    their own (a line's start, the middle of a line, the end), all served by one tail."""
+    run_id = await api.start("net", "plan")
+    executor = await claim(ctx, server)
+    await executor.step("plan", "running")
+    starts = [0]
+    for i in range(30):
+        starts.append(executor.offset)
+        await executor.log("plan", f"early line {i:03d}\n")
+    async with contextlib.AsyncExitStack() as stack:
+        sockets = [await stack.enter_async_context(api.socket(tenant.token)) for _ in range(4)]
+        offsets = [0, starts[7], starts[7] + 5, executor.offset] * 5
+        subscriptions = [
+            (offset, await sockets[i % 4].subscribe(RUN_LOG, {"org": ORG, "id": run_id, "from": offset}))
+            for i, offset in enumerate(offsets)
+        ]
+        for i in range(100):
+            await executor.log("plan", f"live line {i:03d}\n")
+            if i == 50:
+                for j, offset in enumerate([starts[12], executor.offset - 3] * 10):
+                    subscription = await sockets[j % 4].subscribe(
+                        RUN_LOG, {"org": ORG, "id": run_id, "from": offset}
+                    )
+                    subscriptions.append((offset, subscription))
+        await executor.step("plan", "done")
+        await executor.plan(PLAN_JSON)
+        assert await executor.finish() == "planned"
+        for offset, subscription in subscriptions:
+            messages = await subscription.until_complete(within=60)
+            assert text_of(messages) == executor.written[offset:], offset
+            if messages:
+                assert messages[-1]["runLog"]["nextOffset"] == len(executor.written)
+    assert len(subscriptions) == 40
     await executor.close()
 
 

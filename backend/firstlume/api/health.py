@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from firstlume.db.migrate import current_revision, head_revision
+from firstlume.services.readiness import code_revision, database_revision
 
 
 async def healthz(request: Request) -> Response:
@@ -16,12 +16,12 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     ctx = request.app.state.ctx
     try:
-        revision = await current_revision(ctx.db.engine)
+        revision = await database_revision(ctx.db)
     except Exception:
         return JSONResponse(
             {"status": "unavailable", "reason": "The database does not answer."}, status_code=503
         )
-    head = head_revision()
+    head = code_revision()
     if revision != head:
         return JSONResponse(
             {

@@ -3,7 +3,8 @@
 SQLite: one writer at a time. Each transaction starts with BEGIN IMMEDIATE so it takes the
 write lock up front; a deferred transaction that reads and then writes can fail with "database
 is locked" when another writer got in between, where IMMEDIATE simply waits (busy_timeout).
-WAL lets readers proceed meanwhile. PostgreSQL: READ COMMITTED with explicit row locks
+WAL lets readers proceed meanwhile, so read-only transactions (`Database.read`) begin deferred and
+never queue behind writers. PostgreSQL: READ COMMITTED with explicit row locks
 (FOR UPDATE [SKIP LOCKED]) where races matter.
 """
 
@@ -17,6 +18,22 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+# Marks a connection whose transaction only reads (see Database.read).
+READ_ONLY = "firstlume_read_only"
+
+# PostgreSQL connections kept open per process. Overflow connections are closed as soon as they
+# are returned, so a pool too small for the usual burst (a page's DataLoader batches, a log line
+# fanned out, a scheduler pass) opens and closes a server session per burst; a pool that covers
+# the burst reuses them. Overflow stays as headroom for rare peaks.
+POOL_SIZE = 20
+MAX_OVERFLOW = 20
+# No ping before each checkout: the asyncpg dialect pings with BEGIN, an empty statement and
+# ROLLBACK, three round trips that doubled the cost of a short read. A connection the server has
+# closed is found by the statement that uses it instead: SQLAlchemy then invalidates the whole
+# pool, so only the requests in flight at that moment fail. Connections are renewed after half an
+# hour so that idle ones are not cut by firewalls in between.
+POOL_RECYCLE_SECONDS = 1800
 
 
 def _prepare_sqlite_file(url: str) -> None:
@@ -43,12 +60,13 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            read_only = connection.get_execution_options().get(READ_ONLY, False)
+            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
-    kwargs.setdefault("pool_size", 10)
-    kwargs.setdefault("max_overflow", 20)
-    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", POOL_SIZE)
+    kwargs.setdefault("max_overflow", MAX_OVERFLOW)
+    kwargs.setdefault("pool_recycle", POOL_RECYCLE_SECONDS)
     return create_async_engine(url, **kwargs)
 
 
@@ -66,6 +84,19 @@ class Database:
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """One unit of work: commits on success, rolls back on any exception."""
         async with self.sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A session that only reads. On SQLite its transaction begins deferred, so it waits for
+        no writer and holds no write lock however long it lasts. On PostgreSQL it reads without
+        BEGIN and ROLLBACK: under READ COMMITTED each statement sees the latest commits anyway,
+        so a transaction would add two round trips and no consistency."""
+        options: dict[str, Any] = {READ_ONLY: True}
+        if not self.is_sqlite:
+            options["isolation_level"] = "AUTOCOMMIT"
+        async with self.sessions() as session:
+            await session.connection(execution_options=options)
             yield session
 
     async def dispose(self) -> None:

@@ -256,6 +256,8 @@ class ResourceChange(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "unit", "address"),
         Index("ix_resource_changes_run_pos", "run_id", "position"),
+        # Counts per group and pages group by group (services/reads/changes.py).
+        Index("ix_resource_changes_run_action_pos", "run_id", "action", "position"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

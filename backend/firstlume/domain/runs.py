@@ -102,6 +102,8 @@ WAITING: frozenset[RunStatus] = frozenset({S.QUEUED})
 HOLDS_LOCK: frozenset[RunStatus] = frozenset({S.PLANNING, S.AWAITING_APPROVAL, S.APPLY_QUEUED, S.APPLYING})
 RUNNING: frozenset[RunStatus] = frozenset({S.PLANNING, S.APPLYING})
 CANCELABLE: frozenset[RunStatus] = frozenset({S.QUEUED, S.APPLY_QUEUED})
+# Waiting for a person's decision: approve (or discard) is possible only here.
+APPROVABLE: frozenset[RunStatus] = frozenset({S.AWAITING_APPROVAL})
 FINISHED: frozenset[RunStatus] = frozenset(s for s, exits in TRANSITIONS.items() if not exits)
 ACTIVE: frozenset[RunStatus] = WAITING | HOLDS_LOCK
 

@@ -56,10 +56,6 @@ async def ensure_folder(session: AsyncSession, org: Organization, path: str) -> 
     return parent, created
 
 
-async def list_folders(session: AsyncSession, org: Organization) -> list[Folder]:
-    return list(await session.scalars(select(Folder).where(Folder.org_id == org.id).order_by(Folder.path)))
-
-
 async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Folder]:
     """The folder and its ancestors, outermost first."""
     if folder_id is None:
@@ -79,10 +75,6 @@ async def stack_by_slug(session: AsyncSession, org: Organization, slug: str) -> 
     if stack is None:
         raise NotFound(f"No stack '{slug}'.")
     return stack
-
-
-async def list_stacks(session: AsyncSession, org: Organization) -> list[Stack]:
-    return list(await session.scalars(select(Stack).where(Stack.org_id == org.id).order_by(Stack.slug)))
 
 
 async def create_stack(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -13,6 +14,9 @@ from firstlume.crypto import KeyRing
 from firstlume.db.engine import Database
 from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
+
+if TYPE_CHECKING:
+    from firstlume.services.logs import LogTails
 
 
 @dataclass
@@ -30,6 +34,13 @@ class Context:
     db: Database
     keyring: KeyRing
     pubsub: PubSub
+
+    @cached_property
+    def log_tails(self) -> LogTails:
+        """This process's live log readers, one tail per run (services/logs.py)."""
+        from firstlume.services.logs import LogTails
+
+        return LogTails(self)
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[Unit]:

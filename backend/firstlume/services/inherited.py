@@ -17,8 +17,6 @@ from firstlume.domain.inheritance import (
     SETTING_NAMES,
     Level,
     Resolved,
-    levels_outermost_first,
-    resolve_settings,
     resolve_variables,
 )
 from firstlume.services.catalog import folder_chain
@@ -50,13 +48,12 @@ async def _chain(session: AsyncSession, scope: Scope) -> tuple[Organization, lis
 
 
 async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, Resolved]:
-    org, folders, stack = await _chain(session, scope)
-    levels = levels_outermost_first(
-        explicit_settings(org),
-        [(f.path, explicit_settings(f)) for f in folders],
-        explicit_settings(stack) if stack else None,
-    )
-    return resolve_settings(levels)
+    """One scope's settings, resolved by the read layer's batch read (imported here: the read
+    layer builds on this module)."""
+    from firstlume.services.reads.settings import effective_settings as resolve_many
+
+    [resolved] = await resolve_many(session, [scope])
+    return resolved
 
 
 def patch_settings(scope: Scope, body: dict[str, Any]) -> None:
@@ -86,19 +83,6 @@ class VariableValue:
 
 def _variable_context(org_id: str, scope: str, scope_id: str, name: str) -> str:
     return f"variable:{org_id}:{scope}:{scope_id}:{name}"
-
-
-async def list_variables(session: AsyncSession, scope: Scope) -> list[Variable]:
-    org_id = org_id_of(scope)
-    return list(
-        await session.scalars(
-            select(Variable)
-            .where(
-                Variable.org_id == org_id, Variable.scope == scope_name(scope), Variable.scope_id == scope.id
-            )
-            .order_by(Variable.name)
-        )
-    )
 
 
 def _value_text(value: Any) -> str:

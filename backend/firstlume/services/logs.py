@@ -1,18 +1,41 @@
-"""Reading a run's log: the whole text or one step's, from a character offset of the run's log."""
+"""Reading a run's log: the whole text or one step's, from a character offset of the run's log,
+stored or live.
+
+Live readers of one run in one process share one tail (`LogTails`): it listens to the run's
+channel, reads each new chunk from the database once, and hands it to every reader in memory.
+Each reader keeps its own offset, so a reader that resumes from an offset gets every character
+exactly once. A reader that falls behind by more than its buffer is not waited for: its buffer
+is dropped and it reads what it missed from the database, then rejoins the tail.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import LogChunk, Run, RunStep
 from firstlume.domain.runs import FINISHED, FINISHED_STEP_STATUSES
 from firstlume.pubsub import CLOSED, run_channel
 from firstlume.services.context import Context
+
+log = logging.getLogger("firstlume.logs")
+
+# Events are the signal; this re-check only bounds how long a lost one could stall a reader.
+SAFETY_POLL_SECONDS = 15.0
+# Chunks read per statement: a long log is read in pages of this many.
+PAGE_CHUNKS = 5000
+# Chunks a live reader may have waiting before it is left to catch up from the database.
+READER_BUFFER = 2000
+
+FINISHED_VALUES = frozenset(s.value for s in FINISHED)
+FINISHED_STEP_VALUES = frozenset(s.value for s in FINISHED_STEP_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -22,111 +45,297 @@ class LogSlice:
     next_offset: int
 
 
-async def read_log(
-    session: AsyncSession, run_id: str, offset: int = 0, step: str | None = None, limit_chunks: int = 5000
-) -> LogSlice:
-    query = select(LogChunk.offset, LogChunk.text).where(LogChunk.run_id == run_id)
-    # A chunk that starts before `offset` may still end after it: take the one that straddles it.
-    straddling = (
-        select(LogChunk.offset)
-        .where(LogChunk.run_id == run_id, LogChunk.offset <= offset)
-        .order_by(LogChunk.offset.desc())
-        .limit(1)
-    )
-    start = (await session.scalar(straddling)) or 0
-    query = query.where(LogChunk.offset >= start)
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    offset: int
+    step: str
+    text: str
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+
+async def read_chunks(
+    session: AsyncSession,
+    run_id: str,
+    offset: int = 0,
+    step: str | None = None,
+    *,
+    before: int | None = None,
+    limit: int = PAGE_CHUNKS,
+    at_boundary: bool = False,
+) -> list[Chunk]:
+    """Stored chunks that end after `offset` (and start before `before`), in order: the first
+    may straddle `offset`, unless the caller knows that a chunk ends there (`at_boundary`)."""
+    query = select(LogChunk.offset, LogChunk.step, LogChunk.text).where(LogChunk.run_id == run_id)
+    if at_boundary:
+        query = query.where(LogChunk.offset >= offset)
+    elif offset > 0:
+        # A chunk that starts before `offset` may still end after it: start from the one that
+        # straddles it.
+        straddling = (
+            select(LogChunk.offset)
+            .where(LogChunk.run_id == run_id, LogChunk.offset <= offset)
+            .order_by(LogChunk.offset.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        query = query.where(LogChunk.offset >= func.coalesce(straddling, 0))
+    if before is not None:
+        query = query.where(LogChunk.offset < before)
     if step is not None:
         query = query.where(LogChunk.step == step)
-    rows = (await session.execute(query.order_by(LogChunk.offset).limit(limit_chunks))).all()
+    rows = await session.execute(query.order_by(LogChunk.offset).limit(limit))
+    return [Chunk(o, s, t) for o, s, t in rows if o + len(t) > offset]
+
+
+def slice_of(chunks: list[Chunk], offset: int) -> LogSlice:
+    """The text of the chunks from `offset` on."""
     parts = []
     next_offset = offset
-    for chunk_offset, text in rows:
-        end = chunk_offset + len(text)
-        if end <= offset:
+    for chunk in chunks:
+        if chunk.end <= offset:
             continue
-        parts.append(text[max(0, offset - chunk_offset) :])
-        next_offset = end
+        parts.append(chunk.text[max(0, offset - chunk.offset) :])
+        next_offset = chunk.end
     return LogSlice("".join(parts), next_offset)
 
 
-# Events are the signal; this re-check only bounds how long a lost one could stall a reader.
-SAFETY_POLL_SECONDS = 15.0
+async def read_log(
+    session: AsyncSession,
+    run_id: str,
+    offset: int = 0,
+    step: str | None = None,
+    limit_chunks: int = PAGE_CHUNKS,
+) -> LogSlice:
+    """One page of the log from `offset`: at most `limit_chunks` chunks; continue from next_offset."""
+    return slice_of(await read_chunks(session, run_id, offset, step, limit=limit_chunks), offset)
 
 
-def _run_finished(status: Any) -> bool:
-    return isinstance(status, str) and status in {s.value for s in FINISHED}
+async def stream_log(
+    ctx: Context, run_id: str, step: str | None = None, offset: int = 0, before: int | None = None
+) -> AsyncIterator[LogSlice]:
+    """The stored log from `offset` (up to `before`), page by page, however long it is."""
+    while before is None or offset < before:
+        async with ctx.db.read() as session:
+            chunks = await read_chunks(session, run_id, offset, step, before=before)
+        part = slice_of(chunks, offset)
+        if part.text:
+            yield part
+            offset = part.next_offset
+        if len(chunks) < PAGE_CHUNKS:
+            return
 
 
-class LogTail:
-    """A reader's place in a run's log (or one step's), and what ends it."""
+# Live: one tail per run per process -------------------------------------------------------------
 
-    def __init__(self, ctx: Context, run_id: str, step: str | None, offset: int) -> None:
-        self.ctx, self.run_id, self.step, self.offset = ctx, run_id, step, offset
 
-    async def state(self) -> tuple[bool, int]:
-        """Whether the run (or the step) has ended, and the log's length."""
-        async with self.ctx.db.transaction() as session:
+class _Reader:
+    """One live reader of a tail: its place, what the tail has handed it, and whether its end
+    (the run's, or its step's) has come."""
+
+    def __init__(self, step: str | None, offset: int) -> None:
+        self.step = step
+        self.offset = offset
+        self.pending: deque[Chunk] = deque()
+        self.behind = False
+        self.ended = False
+        self.wake = asyncio.Event()
+
+    def take(self, chunk: Chunk) -> None:
+        if self.behind or (self.step is not None and chunk.step != self.step) or chunk.end <= self.offset:
+            return
+        if len(self.pending) >= READER_BUFFER:
+            # Too slow to keep up: it will read from the database what it missed.
+            self.pending.clear()
+            self.behind = True
+        else:
+            self.pending.append(chunk)
+        self.wake.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self.wake.set()
+
+
+class _RunTail:
+    """Listens to one run's channel and reads each new chunk once for all its readers."""
+
+    def __init__(self, tails: LogTails, run_id: str) -> None:
+        self.tails = tails
+        self.ctx = tails.ctx
+        self.run_id = run_id
+        self.readers: set[_Reader] = set()
+        # Everything before `position` has been handed to the readers registered at the time.
+        self.position = 0
+        self.run_ended = False
+        self.ended_steps: set[str] = set()
+        self.ready = asyncio.Event()
+        self.failure: BaseException | None = None
+        self.task = asyncio.create_task(self._pump(), name=f"log tail {run_id}")
+
+    def add(self, reader: _Reader) -> None:
+        """Registers a reader at once, so the tail lives on while the reader waits for it to be
+        ready. The reader starts behind: whatever the tail hands out before the reader has read
+        the stored log up to the tail's position is in that read."""
+        reader.behind = True
+        self.readers.add(reader)
+
+    def has_ended_for(self, reader: _Reader) -> bool:
+        return self.run_ended or (reader.step is not None and reader.step in self.ended_steps)
+
+    def remove(self, reader: _Reader) -> None:
+        self.readers.discard(reader)
+        if not self.readers:
+            self.tails.drop(self)
+
+    async def _state(self) -> tuple[bool, int, set[str]]:
+        async with self.ctx.db.read() as session:
             row = (
                 await session.execute(select(Run.status, Run.log_length).where(Run.id == self.run_id))
             ).one()
-            ended = _run_finished(row.status)
-            if not ended and self.step is not None:
-                step_status = await session.scalar(
-                    select(RunStep.status).where(RunStep.run_id == self.run_id, RunStep.name == self.step)
+            ended_steps = set(
+                await session.scalars(
+                    select(RunStep.name).where(
+                        RunStep.run_id == self.run_id, RunStep.status.in_(FINISHED_STEP_VALUES)
+                    )
                 )
-                ended = step_status in FINISHED_STEP_STATUSES
-        return ended, int(row.log_length)
+            )
+        return row.status in FINISHED_VALUES, int(row.log_length), ended_steps
 
-    async def read(self, up_to: int | None = None) -> AsyncIterator[LogSlice]:
-        """What is stored after the offset, in as many reads as it takes."""
-        while up_to is None or self.offset < up_to:
-            async with self.ctx.db.transaction() as session:
-                part = await read_log(session, self.run_id, self.offset, self.step)
-            if not part.text:
-                return
-            self.offset = part.next_offset
-            yield part
+    async def _pump(self) -> None:
+        try:
+            async with self.ctx.pubsub.subscribe(run_channel(self.run_id)) as events:
+                self.run_ended, self.position, self.ended_steps = await self._state()
+                self.ready.set()
+                while not self.run_ended:
+                    event = await events.next(SAFETY_POLL_SECONDS)
+                    batch = [event, *events.pending()] if event is not None else []
+                    if CLOSED in batch:
+                        break
+                    await self._handle(batch)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            log.exception("the log tail of run %s failed", self.run_id)
+            self.failure = error
+        finally:
+            self.run_ended = True
+            self.ready.set()
+            for reader in self.readers:
+                reader.end()
+            self.tails.drop(self)
 
-    def ends_with(self, event: dict[str, Any]) -> bool:
-        if event.get("type") == "status":
-            return _run_finished(event.get("status"))
-        return (
-            self.step is not None
-            and event.get("type") == "step"
-            and event.get("step") == self.step
-            and event.get("status") in FINISHED_STEP_STATUSES
+    async def _handle(self, batch: list[dict[str, Any]]) -> None:
+        if not batch:  # no event for a while: look at the database itself
+            ended, length, steps = await self._state()
+            if length > self.position:
+                await self._read_new()
+            self._end_steps(steps - self.ended_steps)
+            self.run_ended = ended
+            return
+        news = any(
+            e.get("type") == "log" and not (isinstance(e.get("end"), int) and e["end"] <= self.position)
+            for e in batch
         )
+        step_ends = {
+            e["step"]
+            for e in batch
+            if e.get("type") == "step"
+            and isinstance(e.get("step"), str)
+            and e.get("status") in FINISHED_STEP_VALUES
+        }
+        restarted = {
+            e["step"]
+            for e in batch
+            if e.get("type") == "step"
+            and isinstance(e.get("step"), str)
+            and e.get("status") not in FINISHED_STEP_VALUES
+        }
+        finished = any(e.get("type") == "status" and e.get("status") in FINISHED_VALUES for e in batch)
+        if news or step_ends or finished:
+            # A step's (or the run's) last text was stored before its end was announced.
+            await self._read_new()
+        self.ended_steps -= restarted - step_ends
+        self._end_steps(step_ends)
+        self.run_ended = finished
 
-    def news_in(self, event: dict[str, Any]) -> int | None:
-        """For a log event with text past the offset (of our step), where that text ends."""
-        if event.get("type") != "log" or (self.step is not None and event.get("step") != self.step):
-            return None
-        end = event.get("end")
-        if not isinstance(end, int):
-            return self.offset + 1
-        return end if end > self.offset else None
-
-
-async def follow_log(ctx: Context, tail: LogTail) -> AsyncIterator[LogSlice]:
-    """The log from the tail's offset, live, until the run (or step) ends. Subscribes first, then
-    reads what is stored, then reads only what each event announces: nothing is missed, and the
-    offsets make sure nothing repeats."""
-    async with ctx.pubsub.subscribe(run_channel(tail.run_id)) as events:
-        ended, length = await tail.state()
-        async for part in tail.read(length):
-            yield part
-        while not ended:
-            event = await events.next(SAFETY_POLL_SECONDS)
-            if event is None:
-                ended, length = await tail.state()
-                async for part in tail.read(length):
-                    yield part
-            elif event is CLOSED:
+    async def _read_new(self) -> None:
+        while True:
+            async with self.ctx.db.read() as session:
+                chunks = await read_chunks(session, self.run_id, self.position, at_boundary=True)
+            for chunk in chunks:
+                for reader in self.readers:
+                    reader.take(chunk)
+            if chunks:
+                self.position = chunks[-1].end
+            if len(chunks) < PAGE_CHUNKS:
                 return
-            elif tail.ends_with(event):
-                ended = True
-                async for part in tail.read():
-                    yield part
-            elif (end := tail.news_in(event)) is not None:
-                async for part in tail.read(end):
-                    yield part
+
+    def _end_steps(self, steps: set[str]) -> None:
+        self.ended_steps |= steps
+        for reader in self.readers:
+            if reader.step in steps:
+                reader.end()
+
+
+class LogTails:
+    """The tails of one process, one per run with live readers."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._tails: dict[str, _RunTail] = {}
+
+    def drop(self, tail: _RunTail) -> None:
+        if self._tails.get(tail.run_id) is tail:
+            del self._tails[tail.run_id]
+            if not tail.task.done() and asyncio.current_task() is not tail.task:
+                tail.task.cancel()
+
+    async def follow(self, run_id: str, step: str | None, offset: int) -> AsyncIterator[LogSlice]:
+        """The log from `offset`, live, until the run (or the step) ends."""
+        tail = self._tails.get(run_id)
+        if tail is None or tail.run_ended:
+            tail = self._tails[run_id] = _RunTail(self, run_id)
+        reader = _Reader(step, offset)
+        tail.add(reader)
+        try:
+            await tail.ready.wait()
+            if tail.failure is not None:
+                raise tail.failure
+            if tail.has_ended_for(reader):
+                reader.end()
+            while True:
+                if reader.behind:
+                    # Everything before tail.position is stored; what comes after it is handed
+                    # to this reader from now on.
+                    reader.behind = False
+                    reader.pending.clear()
+                    async for part in stream_log(self.ctx, run_id, step, reader.offset, before=tail.position):
+                        reader.offset = part.next_offset
+                        yield part
+                    continue
+                if reader.pending:
+                    part = slice_of(list(reader.pending), reader.offset)
+                    reader.pending.clear()
+                    if part.text:
+                        reader.offset = part.next_offset
+                        yield part
+                    continue
+                if reader.ended:
+                    if tail.failure is not None:
+                        raise tail.failure
+                    return
+                reader.wake.clear()
+                await reader.wake.wait()
+        finally:
+            tail.remove(reader)
+
+
+async def follow_log(
+    ctx: Context, run_id: str, step: str | None = None, offset: int = 0
+) -> AsyncIterator[LogSlice]:
+    """The log (or one step's) from `offset`, live, until the run (or step) ends."""
+    async for part in ctx.log_tails.follow(run_id, step, offset):
+        yield part

@@ -3,6 +3,8 @@ the REST API: the Authorization header, or the connection_init payload on a WebS
 
 from __future__ import annotations
 
+from typing import overload
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
@@ -14,6 +16,10 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.schema import schema
+from firstlume.services.reads import ReadScope
+
+# Where an HTTP request's read scope waits to be closed once its response is ready.
+READS_KEY = "firstlume.reads"
 
 
 class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
@@ -22,8 +28,30 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
     ) -> GraphQLContext:
         context = GraphQLContext(app=request.app.state.ctx, connection=request, response=response)
         if not isinstance(request, WebSocket):
+            context.reads = request.scope[READS_KEY] = ReadScope(context.app.db)
             await context.authenticate(request.headers.get("authorization"))
         return context
+
+    @overload
+    async def run(
+        self, request: Request, context: GraphQLContext = UNSET, root_value: None = UNSET
+    ) -> Response: ...
+
+    @overload
+    async def run(
+        self, request: WebSocket, context: GraphQLContext = UNSET, root_value: None = UNSET
+    ) -> WebSocket: ...
+
+    async def run(
+        self, request: Request | WebSocket, context: GraphQLContext = UNSET, root_value: None = UNSET
+    ) -> Response | WebSocket:
+        """Runs the operation, then closes the request's read scope (a WebSocket has none)."""
+        try:
+            return await super().run(request, context, root_value)
+        finally:
+            reads = request.scope.pop(READS_KEY, None)
+            if reads is not None:
+                await reads.close()
 
     async def on_ws_connect(self, context: GraphQLContext) -> UnsetType | dict[str, object] | None:
         params = context.connection_params if isinstance(context.connection_params, dict) else {}

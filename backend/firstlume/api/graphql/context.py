@@ -8,9 +8,11 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from strawberry.types import Info
 
+from firstlume.api.graphql.loaders import Loaders
 from firstlume.domain.errors import Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
+from firstlume.services.reads import ReadScope
 
 MISSING_TOKEN = "Send an API token: 'Authorization: Bearer <token>'."
 
@@ -26,6 +28,19 @@ class GraphQLContext:
     auth_error: str = MISSING_TOKEN
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
+    # One read session per HTTP request (closed by the endpoint when the response is ready); a
+    # WebSocket connection reads per use instead, since it may stay open for hours.
+    reads: ReadScope | None = None
+    _loaders: Loaders | None = None
+
+    def loaders(self) -> Loaders:
+        """The operation's loaders: shared by an HTTP request's root fields; new for each
+        operation on a WebSocket, whose context outlives them."""
+        if self.reads is None:
+            return Loaders(self.app)
+        if self._loaders is None:
+            self._loaders = Loaders(self.app, self.reads)
+        return self._loaders
 
     def require_actor(self) -> Actor:
         if self.actor is None:
@@ -40,8 +55,9 @@ class GraphQLContext:
         if token is None:
             self.auth_error = MISSING_TOKEN
             return
+        reads = self.reads or ReadScope(self.app.db, shared=False)
         try:
-            async with self.app.db.transaction() as session:
+            async with reads.session() as session:
                 self.actor = await accounts.authenticate(session, token)
         except Unauthenticated as error:
             self.auth_error = error.message

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import strawberry
@@ -171,7 +172,9 @@ class RejectNulCharacters(SchemaExtension):
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
         if _has_nul(context.variables) or (
-            context.graphql_document and _literal_has_nul(context.graphql_document)
+            context.graphql_document
+            and context.query
+            and _literal_has_nul(context.query, context.graphql_document)
         ):
             # Set before validation runs, these take its place.
             context.pre_execution_errors = [
@@ -189,10 +192,20 @@ class _NulFinder(Visitor):
         self.found = self.found or "\x00" in node.value
 
 
-def _literal_has_nul(document: DocumentNode) -> bool:
+@lru_cache(maxsize=256)
+def _has_nul_literal(query: str, document: DocumentNode) -> bool:
     finder = _NulFinder()
     visit(document, finder)
     return finder.found
+
+
+def _literal_has_nul(query: str, document: DocumentNode) -> bool:
+    """Whether a string literal of the document holds NUL. Only a raw NUL or a unicode escape
+    (\\u0000, \\u{0}) can put one there, so other texts are not walked; the rest are walked
+    once per distinct text."""
+    if "\x00" not in query and "\\u" not in query:
+        return False
+    return _has_nul_literal(query, document)
 
 
 def _has_nul(value: object) -> bool:

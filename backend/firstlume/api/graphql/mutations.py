@@ -24,12 +24,12 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
-from firstlume.db.models import Organization
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunType
 from firstlume.services import accounts, catalog, inherited, runs
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
+from firstlume.services.reads import Organization
 
 Ctx = Info[GraphQLContext, None]
 

@@ -6,7 +6,6 @@ import strawberry
 from strawberry.types import Info
 
 from firstlume.api.graphql.context import GraphQLContext
-from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import Organization, Viewer
 from firstlume.domain.errors import NotFound
 from firstlume.services import accounts
@@ -17,22 +16,22 @@ class Query:
     @strawberry.field(description="The caller (by API token).")
     def viewer(self, info: Info[GraphQLContext, None]) -> Viewer:
         actor = info.context.require_actor()
-        return Viewer(actor=actor, loaders=Loaders(info.context.app))
+        return Viewer(actor=actor, loaders=info.context.loaders())
 
     @strawberry.field(description="The organizations the caller is a member of.")
     async def organizations(self, info: Info[GraphQLContext, None]) -> list[Organization]:
         actor = info.context.require_actor()
-        loaders = Loaders(info.context.app)
-        async with loaders.ctx.db.transaction() as session:
+        loaders = info.context.loaders()
+        async with loaders.reads.session() as session:
             orgs = await accounts.orgs_of(session, actor)
         return [Organization(row=o, loaders=loaders) for o in orgs]
 
     @strawberry.field(description="Null when there is no such organization or the caller is not a member.")
     async def organization(self, info: Info[GraphQLContext, None], slug: str) -> Organization | None:
         actor = info.context.require_actor()
-        loaders = Loaders(info.context.app)
+        loaders = info.context.loaders()
         try:
-            async with loaders.ctx.db.transaction() as session:
+            async with loaders.reads.session() as session:
                 org = await accounts.org_for(session, actor, slug)
         except NotFound:
             return None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import strawberry
-from graphql import GraphQLError
-from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from graphql import ASTValidationRule, GraphQLError
+from strawberry.extensions import AddValidationRules, MaxTokensLimiter, ParserCache, ValidationCache
+from strawberry.extensions.max_aliases import create_validator as aliases_rule
+from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
@@ -17,21 +19,36 @@ from firstlume.api.graphql.subscriptions import Subscription
 MAX_DEPTH = 12
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
+# Parsed and validated documents kept per process: clients send the same few operations (the
+# web UI's), and every subscription would otherwise parse and validate its document again.
+CACHED_DOCUMENTS = 256
 
 
-class DepthLimit(QueryDepthLimiter):
+# The rules are made once: QueryDepthLimiter and MaxAliasesLimiter make new rule classes each
+# time they are built (once per operation), which no validation cache could ever match.
+LIMIT_RULES: list[type[ASTValidationRule]] = [depth_rule(MAX_DEPTH, None, None), aliases_rule(MAX_ALIASES)]
+
+
+class Limits(AddValidationRules):
+    """No deeper than MAX_DEPTH, no more than MAX_ALIASES aliases."""
+
     def __init__(self) -> None:
-        super().__init__(max_depth=MAX_DEPTH)
-
-
-class AliasLimit(MaxAliasesLimiter):
-    def __init__(self) -> None:
-        super().__init__(max_alias_count=MAX_ALIASES)
+        super().__init__(LIMIT_RULES)
 
 
 class TokenLimit(MaxTokensLimiter):
     def __init__(self) -> None:
         super().__init__(max_token_count=MAX_TOKENS)
+
+
+class DocumentCache(ParserCache):
+    def __init__(self) -> None:
+        super().__init__(maxsize=CACHED_DOCUMENTS)
+
+
+class ValidatedCache(ValidationCache):
+    def __init__(self) -> None:
+        super().__init__(maxsize=CACHED_DOCUMENTS)
 
 
 class FirstlumeSchema(strawberry.Schema):
@@ -46,5 +63,14 @@ schema = FirstlumeSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    extensions=[ErrorPolicy, RejectNulCharacters, DepthLimit, AliasLimit, TokenLimit],
+    # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
+    # comes after the validation cache, whose result it replaces when it refuses.
+    extensions=[
+        ErrorPolicy,
+        TokenLimit,
+        DocumentCache,
+        Limits,
+        ValidatedCache,
+        RejectNulCharacters,
+    ],
 )

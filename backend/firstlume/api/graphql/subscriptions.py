@@ -11,39 +11,43 @@ arrive through the broadcaster (PostgreSQL LISTEN/NOTIFY in production).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import strawberry
-from sqlalchemy import select
 from strawberry.types import Info
 
 from firstlume.api.graphql.context import GraphQLContext
-from firstlume.api.graphql.loaders import ACTIVE_VALUES, Loaders
-from firstlume.api.graphql.types import LogChunk, ResourceChange, Run, runs_with_positions
-from firstlume.db import models
-from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import FINISHED
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
+from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.domain.runs import ACTIVE, FINISHED
 from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
-from firstlume.services import accounts, runs
+from firstlume.services import accounts
 from firstlume.services.context import Context
-from firstlume.services.logs import SAFETY_POLL_SECONDS, LogTail, follow_log
+from firstlume.services.logs import SAFETY_POLL_SECONDS
+from firstlume.services.reads import Organization
+from firstlume.services.reads import Run as RunRecord
+from firstlume.services.reads import changes as change_reads
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.changes import ChangeRecord
 
 Ctx = Info[GraphQLContext, None]
+ACTIVE_VALUES = {s.value for s in ACTIVE}
 
 
-async def run_of_org(info: Ctx, org: str, run_id: str) -> models.Run:
+async def run_of_org(info: Ctx, org: str, run_id: str) -> RunRecord:
     actor = info.context.require_actor()
-    async with info.context.app.db.transaction() as session:
+    async with info.context.app.db.read() as session:
         org_row = await accounts.org_for(session, actor, org)
-        return await runs.run_in_org(session, org_row, run_id)
+        run = await run_reads.run_in_org(session, org_row.id, run_id)
+    if run is None:
+        raise NotFound(f"No run '{run_id}' in this organization.")
+    return run
 
 
 def _finished(status: Any) -> bool:
     return isinstance(status, str) and status in {s.value for s in FINISHED}
-
-
-# Logs -----------------------------------------------------------------------------------------
 
 
 # Runs -----------------------------------------------------------------------------------------
@@ -53,21 +57,15 @@ RUN_EVENTS = ("status", "step", "run", "changes")
 UNSHOWN_RUN_COLUMNS = ("heartbeat_at", "phase_attempt", "log_length")
 
 
-async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[models.Run, tuple[Any, ...]]:
+async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[RunRecord, tuple[Any, ...]]:
     """The run row and its steps (primed into the loaders), and a fingerprint of both."""
-    async with ctx.db.transaction() as session:
-        row = await session.get(models.Run, run_id)
-        assert row is not None
-        steps = list(
-            await session.scalars(
-                select(models.RunStep)
-                .where(models.RunStep.run_id == run_id)
-                .order_by(models.RunStep.position)
-            )
-        )
+    async with ctx.db.read() as session:
+        found = await run_reads.run_with_steps(session, run_id)
+    assert found is not None
+    row, steps = found
     loaders.steps.prime(run_id, steps)
     fingerprint = (
-        tuple(getattr(row, c.key) for c in models.Run.__table__.columns if c.key not in UNSHOWN_RUN_COLUMNS),
+        tuple(getattr(row, c.key) for c in RunRecord.__table__.columns if c.key not in UNSHOWN_RUN_COLUMNS),
         tuple((s.name, s.status, s.started_at, s.finished_at) for s in steps),
     )
     return row, _hashable(fingerprint)
@@ -105,33 +103,30 @@ async def follow_run(ctx: Context, run_id: str) -> AsyncIterator[Run]:
 # Resources ------------------------------------------------------------------------------------
 
 
-def _resource_fingerprint(row: models.ResourceChange) -> Any:
-    return _hashable((row.state, row.error, row.stages))
+def _resource_fingerprint(record: ChangeRecord) -> Any:
+    return (record.state, record.error, record.stages_json)
 
 
 async def _changes(
-    ctx: Context, run_id: str, addresses: Iterable[str] | None
-) -> tuple[list[models.ResourceChange], str]:
-    async with ctx.db.transaction() as session:
-        query = select(models.ResourceChange).where(models.ResourceChange.run_id == run_id)
-        if addresses is not None:
-            query = query.where(models.ResourceChange.address.in_(list(addresses)))
-        rows = list(await session.scalars(query.order_by(models.ResourceChange.position)))
-        status = await session.scalar(select(models.Run.status).where(models.Run.id == run_id))
-    return rows, str(status)
+    ctx: Context, run_id: str, addresses: Sequence[str] | None
+) -> tuple[list[ChangeRecord], str]:
+    async with ctx.db.read() as session:
+        records = await change_reads.changes_at(session, run_id, addresses)
+        status = await run_reads.run_status(session, run_id)
+    return records, str(status)
 
 
 async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[ResourceChange]]:
     async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
         sent: dict[str, Any] = {}
 
-        def news(rows: list[models.ResourceChange]) -> list[ResourceChange]:
-            changed = [r for r in rows if sent.get(r.address) != _resource_fingerprint(r)]
+        def news(records: list[ChangeRecord]) -> list[ResourceChange]:
+            changed = [r for r in records if sent.get(r.address) != _resource_fingerprint(r)]
             sent.update({r.address: _resource_fingerprint(r) for r in changed})
-            return [ResourceChange(row=r) for r in changed]
+            return [ResourceChange.of(r) for r in changed]
 
-        rows, status = await _changes(ctx, run_id, None)
-        yield news(rows)
+        records, status = await _changes(ctx, run_id, None)
+        yield news(records)
         while not _finished(status):
             event = await events.next(SAFETY_POLL_SECONDS)
             batch = [] if event is None else [event, *events.pending()]
@@ -146,45 +141,49 @@ async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[Reso
                     # A status change can touch every change at once (approval: all pending).
                     addresses = None
             if event is None:
-                async with ctx.db.transaction() as session:
-                    status = str(
-                        await session.scalar(select(models.Run.status).where(models.Run.id == run_id))
-                    )
+                async with ctx.db.read() as session:
+                    status = str(await run_reads.run_status(session, run_id))
                 if _finished(status):
                     addresses = None
             if addresses is not None and not addresses:
                 continue
-            rows, status = await _changes(ctx, run_id, addresses)
+            records, status = await _changes(
+                ctx, run_id, sorted(addresses) if addresses is not None else None
+            )
             if _finished(status) and addresses is not None:
                 # The run ended while these events were read: other resources' last states may
                 # be in events not read yet, and the loop ends here, so read them all once more.
-                rows, status = await _changes(ctx, run_id, None)
-            if changed := news(rows):
+                records, status = await _changes(ctx, run_id, None)
+            if changed := news(records):
                 yield changed
 
 
 # Active runs ----------------------------------------------------------------------------------
 
 
-def _ordered(rows: dict[str, models.Run]) -> list[models.Run]:
+def _ordered(rows: dict[str, RunRecord]) -> list[RunRecord]:
     return sorted(rows.values(), key=lambda r: (r.created_at, r.number))
 
 
-def _fingerprint_list(rows: dict[str, models.Run]) -> Any:
+def _fingerprint_list(rows: dict[str, RunRecord]) -> Any:
     return tuple(sorted((r.id, r.status, r.updated_at) for r in rows.values()))
 
 
-async def follow_active_runs(ctx: Context, org: models.Organization) -> AsyncIterator[list[Run]]:
+async def _active(ctx: Context, org: Organization) -> dict[str, RunRecord]:
+    async with ctx.db.read() as session:
+        [rows] = await run_reads.active_runs(session, [org.id])
+    return {r.id: r for r in rows}
+
+
+async def follow_active_runs(ctx: Context, org: Organization) -> AsyncIterator[list[Run]]:
     async with ctx.pubsub.subscribe(org_runs_channel(org.id)) as events:
         loaders = Loaders(ctx)
-        async with ctx.db.transaction() as session:
-            active = {r.id: r for r in await runs.list_active_runs(session, org)}
-        yield runs_with_positions(_ordered(active), loaders)
+        active = await _active(ctx, org)
+        yield [Run(row=r, loaders=loaders) for r in _ordered(active)]
         while True:
             event = await events.next(SAFETY_POLL_SECONDS)
             if event is None:
-                async with ctx.db.transaction() as session:
-                    fresh = {r.id: r for r in await runs.list_active_runs(session, org)}
+                fresh = await _active(ctx, org)
                 if _fingerprint_list(fresh) == _fingerprint_list(active):
                     continue
                 changed_ids = set(fresh) | set(active)
@@ -196,21 +195,18 @@ async def follow_active_runs(ctx: Context, org: models.Organization) -> AsyncIte
                 changed_ids = {e["run_id"] for e in batch if isinstance(e.get("run_id"), str)}
                 if not changed_ids:
                     continue
-                async with ctx.db.transaction() as session:
-                    rows = await session.scalars(
-                        select(models.Run).where(models.Run.id.in_(changed_ids), models.Run.org_id == org.id)
-                    )
-                    changed = {r.id: r for r in rows}
-                for run_id in changed_ids:
-                    row = changed.get(run_id)
-                    if row is not None and row.status in ACTIVE_VALUES:
+                ids = sorted(changed_ids)
+                async with ctx.db.read() as session:
+                    rows = await run_reads.runs_by_id(session, ids)
+                for run_id, row in zip(ids, rows, strict=True):
+                    if row is not None and row.org_id == org.id and row.status in ACTIVE_VALUES:
                         active[run_id] = row
                     else:
                         active.pop(run_id, None)
             for run_id in changed_ids:
                 loaders.forget_run(run_id)
             loaders.forget_volatile()
-            yield runs_with_positions(_ordered(active), loaders)
+            yield [Run(row=r, loaders=loaders) for r in _ordered(active)]
 
 
 # The schema's root ----------------------------------------------------------------------------
@@ -228,8 +224,7 @@ class Subscription:
         if from_offset < 0:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         run = await run_of_org(info, org, str(run_id))
-        ctx = info.context.app
-        async for part in follow_log(ctx, LogTail(ctx, run.id, step, from_offset)):
+        async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
             yield LogChunk(text=part.text, next_offset=part.next_offset)
 
     @strawberry.subscription(
@@ -258,7 +253,7 @@ class Subscription:
     )
     async def active_runs(self, info: Ctx, org: str) -> AsyncGenerator[list[Run], None]:
         actor = info.context.require_actor()
-        async with info.context.app.db.transaction() as session:
+        async with info.context.app.db.read() as session:
             org_row = await accounts.org_for(session, actor, org)
         async for items in follow_active_runs(info.context.app, org_row):
             yield items

@@ -10,9 +10,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
-from firstlume.db.models import PhaseToken, Run
 from firstlume.services import execution
 from firstlume.services.context import Unit
+from firstlume.services.reads import PhaseToken, Run
 
 
 @asynccontextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import wraps
 from typing import Any
 
@@ -68,6 +68,35 @@ def _has_nul(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_nul(v) for v in value)
     return False
+
+
+def check_query(request: Request, allowed: Iterable[str] = ()) -> None:
+    """Refuses query parameters the route does not know: a misspelt filter must not silently
+    return everything."""
+    known = set(allowed)
+    for name in request.query_params:
+        if name not in known:
+            expected = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            raise InvalidRequest(f"Unknown query parameter '{name}'; {expected}.", field=name)
+
+
+def query_values(request: Request, name: str) -> list[str]:
+    """Every value of a parameter given as a list: repeated (?status=a&status=b) or
+    comma-separated (?status=a,b)."""
+    return [v.strip() for raw in request.query_params.getlist(name) for v in raw.split(",") if v.strip()]
+
+
+def int_param(request: Request, name: str, default: int | None, low: int, high: int) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest(f"'{name}' must be a whole number; got {raw!r}.", field=name) from None
+    if not low <= value <= high:
+        raise InvalidRequest(f"'{name}' must be between {low} and {high}.", field=name)
+    return value
 
 
 Handler = Callable[[Request], Awaitable[Response]]

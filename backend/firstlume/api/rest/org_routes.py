@@ -9,45 +9,63 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
-from firstlume.api.rest.serializers import folder_json, resolved_json, stacks_json, variable_json
-from firstlume.db.models import Organization
+from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
+from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json
 from firstlume.domain.errors import InvalidRequest
 from firstlume.services import accounts, catalog, inherited
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
+from firstlume.services.reads import Organization, Session
+from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads import settings as setting_reads
 
 
 @asynccontextmanager
 async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+    """A unit of work for a change made in the organization of the path, by the caller."""
     async with context_of(request).unit() as unit:
-        actor = await accounts.authenticate(unit.session, bearer_token(request))
-        org = await accounts.org_for(unit.session, actor, request.path_params["org"])
+        actor, org = await accounts.authenticate_in_org(
+            unit.session, bearer_token(request), request.path_params["org"]
+        )
         yield unit, actor, org
 
 
-async def _scope(unit: Unit, org: Organization, request: Request) -> Scope:
+@asynccontextmanager
+async def org_read(request: Request, *query: str) -> AsyncIterator[tuple[Session, Actor, Organization]]:
+    """A read in the organization of the path, by the caller; `query` names the query parameters
+    the route takes (any other is refused)."""
+    check_query(request, query)
+    async with context_of(request).db.read() as session:
+        actor, org = await accounts.authenticate_in_org(
+            session, bearer_token(request), request.path_params["org"]
+        )
+        yield session, actor, org
+
+
+async def _scope(session: Session, org: Organization, request: Request) -> Scope:
     params = request.path_params
     if "stack" in params:
-        return await catalog.stack_by_slug(unit.session, org, params["stack"])
+        return await catalog.stack_by_slug(session, org, params["stack"])
     if "folder" in params:
-        return await catalog.folder_by_path(unit.session, org, params["folder"].strip("/"))
+        return await catalog.folder_by_path(session, org, params["folder"].strip("/"))
     return org
 
 
 @endpoint
 async def list_orgs(request: Request) -> Response:
-    async with context_of(request).unit() as unit:
-        actor = await accounts.authenticate(unit.session, bearer_token(request))
-        orgs = await accounts.orgs_of(unit.session, actor)
+    check_query(request)
+    async with context_of(request).db.read() as session:
+        actor = await accounts.authenticate(session, bearer_token(request))
+        orgs = await accounts.orgs_of(session, actor)
         return JSONResponse({"organizations": [{"slug": o.slug, "name": o.name} for o in orgs]})
 
 
 @endpoint
 async def list_stacks(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        stacks = await catalog.list_stacks(unit.session, org)
-        return JSONResponse({"stacks": await stacks_json(unit.session, stacks)})
+    async with org_read(request) as (session, _, org):
+        [stacks] = await catalog_reads.stacks_of_orgs(session, [org.id])
+        paths = await catalog_reads.folder_paths(session, stacks)
+        return JSONResponse({"stacks": stacks_json(stacks, paths)})
 
 
 @endpoint
@@ -56,24 +74,23 @@ async def create_stack(request: Request) -> Response:
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
         stack = await catalog.create_stack(unit.session, ctx.keyring, org, body)
-        [payload] = await stacks_json(unit.session, [stack])
-    return JSONResponse(payload, status_code=201)
+        paths = await catalog_reads.folder_paths(unit.session, [stack])
+    return JSONResponse(stacks_json([stack], paths)[0], status_code=201)
 
 
 @endpoint
 async def get_stack(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
-        [payload] = await stacks_json(unit.session, [stack])
-        return JSONResponse(payload)
+    async with org_read(request) as (session, _, org):
+        stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
+        paths = await catalog_reads.folder_paths(session, [stack])
+        return JSONResponse(stack_json(stack, paths.get(stack.folder_id or "")))
 
 
 @endpoint
 async def list_folders(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        return JSONResponse(
-            {"folders": [folder_json(f) for f in await catalog.list_folders(unit.session, org)]}
-        )
+    async with org_read(request) as (session, _, org):
+        [folders] = await catalog_reads.folders_of_orgs(session, [org.id])
+        return JSONResponse({"folders": [folder_json(f) for f in folders]})
 
 
 @endpoint
@@ -90,36 +107,34 @@ async def create_folder(request: Request) -> Response:
     return JSONResponse(payload, status_code=201 if created else 200)
 
 
-async def _settings_payload(unit: Unit, scope: Scope) -> dict[str, object]:
-    return {
-        "explicit": inherited.explicit_settings(scope),
-        "effective": resolved_json(await inherited.effective_settings(unit.session, scope)),
-    }
+async def _settings_payload(session: Session, scope: Scope) -> dict[str, object]:
+    [effective] = await setting_reads.effective_settings(session, [scope])
+    return {"explicit": inherited.explicit_settings(scope), "effective": resolved_json(effective)}
 
 
 @endpoint
 async def get_settings(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        scope = await _scope(unit, org, request)
-        return JSONResponse(await _settings_payload(unit, scope))
+    async with org_read(request) as (session, _, org):
+        scope = await _scope(session, org, request)
+        return JSONResponse(await _settings_payload(session, scope))
 
 
 @endpoint
 async def patch_settings(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, _, org):
-        scope = await _scope(unit, org, request)
+        scope = await _scope(unit.session, org, request)
         inherited.patch_settings(scope, body)
         await unit.session.flush()
-        return JSONResponse(await _settings_payload(unit, scope))
+        return JSONResponse(await _settings_payload(unit.session, scope))
 
 
 @endpoint
 async def list_variables(request: Request) -> Response:
     ctx = context_of(request)
-    async with org_request(request) as (unit, _, org):
-        scope = await _scope(unit, org, request)
-        variables = await inherited.list_variables(unit.session, scope)
+    async with org_read(request) as (session, _, org):
+        scope = await _scope(session, org, request)
+        [variables] = await setting_reads.variables(session, [scope])
         return JSONResponse(
             {
                 "variables": [
@@ -135,7 +150,7 @@ async def put_variable(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
-        scope = await _scope(unit, org, request)
+        scope = await _scope(unit.session, org, request)
         variable = await inherited.put_variable(
             unit.session, ctx.keyring, scope, request.path_params["name"], body
         )
@@ -146,7 +161,7 @@ async def put_variable(request: Request) -> Response:
 @endpoint
 async def delete_variable(request: Request) -> Response:
     async with org_request(request) as (unit, _, org):
-        scope = await _scope(unit, org, request)
+        scope = await _scope(unit.session, org, request)
         await inherited.delete_variable(unit.session, scope, request.path_params["name"])
     return Response(status_code=204)
 

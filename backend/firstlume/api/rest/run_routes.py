@@ -5,20 +5,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from sqlalchemy import select
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from firstlume.api.rest.http import context_of, endpoint, json_body
-from firstlume.api.rest.org_routes import org_request
-from firstlume.api.rest.serializers import changes_json, runs_json
-from firstlume.db.models import ResourceChange, Run, RunStep
-from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import FINISHED
+from firstlume.api.rest.http import context_of, endpoint, int_param, json_body, query_values
+from firstlume.api.rest.org_routes import org_read, org_request
+from firstlume.api.rest.serializers import changes_document, run_json
+from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.domain.runs import ACTIVE, FINISHED, RunStatus, RunType
 from firstlume.services import catalog, runs
-from firstlume.services.context import Actor, Context, Unit
-from firstlume.services.logs import LogTail, follow_log, read_log
+from firstlume.services.context import Actor, Unit
+from firstlume.services.logs import follow_log, stream_log
+from firstlume.services.reads import Run, Session
+from firstlume.services.reads import changes as change_reads
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.runs import RunFilter, RunPageKey
+
+MAX_LIST = 500
+DEFAULT_LIST = 100
 
 
 @endpoint
@@ -27,64 +32,83 @@ async def start_run(request: Request) -> Response:
     async with org_request(request) as (unit, actor, org):
         stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
         run = await runs.start_run(unit, actor, stack, body)
-        [payload] = await runs_json(unit.session, [run])
-    return JSONResponse(payload, status_code=201)
+        [details] = await run_reads.details(
+            unit.session, [run], slugs={stack.id: stack.slug}, known_emails={actor.user_id: actor.email}
+        )
+    return JSONResponse(run_json(details), status_code=201)
+
+
+def _enum_values(request: Request, name: str, enum: type[RunStatus] | type[RunType]) -> tuple[Any, ...]:
+    values = query_values(request, name)
+    try:
+        return tuple(enum(v) for v in dict.fromkeys(values))
+    except ValueError:
+        bad = next(v for v in values if v not in {e.value for e in enum})
+        allowed = ", ".join(e.value for e in enum)
+        raise InvalidRequest(f"'{name}' must be one of {allowed}; got {bad!r}.", field=name) from None
+
+
+def _run_filter(request: Request) -> RunFilter:
+    return RunFilter(
+        statuses=_enum_values(request, "status", RunStatus), types=_enum_values(request, "type", RunType)
+    )
 
 
 @endpoint
 async def list_stack_runs(request: Request) -> Response:
-    limit = _int_param(request, "limit", 100, 1, 500)
-    async with org_request(request) as (unit, _, org):
-        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
-        items = await runs.list_stack_runs(unit.session, stack, limit=limit)
-        return JSONResponse({"runs": await runs_json(unit.session, items)})
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidRequest(f"'{name}' must be a whole number; got {raw!r}.", field=name) from None
-    if not low <= value <= high:
-        raise InvalidRequest(f"'{name}' must be between {low} and {high}.", field=name)
-    return value
+    async with org_read(request, "status", "type", "limit", "before") as (session, _, org):
+        run_filter = _run_filter(request)
+        limit = int_param(request, "limit", DEFAULT_LIST, 1, MAX_LIST)
+        before = int_param(request, "before", None, 1, 2**31 - 1)
+        assert limit is not None
+        stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
+        [items] = await run_reads.stack_runs(session, [RunPageKey(stack.id, limit, before, run_filter)])
+        details = await run_reads.details(session, items, slugs={stack.id: stack.slug})
+        return JSONResponse({"runs": [run_json(d) for d in details]})
 
 
 @endpoint
 async def list_org_runs(request: Request) -> Response:
-    active = request.query_params.get("active", "true").lower()
-    if active not in ("true", "1"):
-        raise InvalidRequest(
-            "Only active runs can be listed here: use ?active=true, or a stack's runs.", field="active"
-        )
-    async with org_request(request) as (unit, _, org):
-        items = await runs.list_active_runs(unit.session, org)
-        return JSONResponse({"runs": await runs_json(unit.session, items)})
+    async with org_read(request, "active", "status", "type") as (session, _, org):
+        active = request.query_params.get("active", "true").lower()
+        if active not in ("true", "1"):
+            raise InvalidRequest(
+                "Only active runs can be listed here: use ?active=true, or a stack's runs.", field="active"
+            )
+        run_filter = _run_filter(request)
+        finished = [s.value for s in run_filter.statuses if s not in ACTIVE]
+        if finished:
+            raise InvalidRequest(
+                f"Only active runs are listed here; '{finished[0]}' is a finished status: list a stack's runs.",
+                field="status",
+            )
+        [items] = await run_reads.active_runs(session, [org.id], run_filter)
+        details = await run_reads.details(session, items)
+        return JSONResponse({"runs": [run_json(d) for d in details]})
+
+
+async def _details_in_org(session: Session, org_id: str, run_id: str) -> run_reads.RunDetails:
+    details = await run_reads.details_in_org(session, org_id, run_id)
+    if details is None:
+        raise NotFound(f"No run '{run_id}' in this organization.")
+    return details
 
 
 @endpoint
 async def get_run(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
-        [payload] = await runs_json(unit.session, [run])
-        return JSONResponse(payload)
+    async with org_read(request) as (session, _, org):
+        details = await _details_in_org(session, org.id, request.path_params["run"])
+        return JSONResponse(run_json(details))
 
 
 @endpoint
 async def get_changes(request: Request) -> Response:
-    async with org_request(request) as (unit, _, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
-        rows = list(
-            await unit.session.scalars(
-                select(ResourceChange)
-                .where(ResourceChange.run_id == run.id)
-                .order_by(ResourceChange.position)
-            )
-        )
-        return JSONResponse(changes_json(run, rows))
+    async with org_read(request) as (session, _, org):
+        run = await run_reads.run_in_org(session, org.id, request.path_params["run"])
+        if run is None:
+            raise NotFound(f"No run '{request.path_params['run']}' in this organization.")
+        records = await change_reads.all_changes(session, run.id)
+    return Response(changes_document(run, records), media_type="application/json")
 
 
 RunAction = Callable[[Unit, Actor, Run, dict[str, Any]], Awaitable[Run]]
@@ -99,9 +123,9 @@ async def _act_on_run(request: Request, action: RunAction) -> Run:
 
 
 async def _reply(request: Request, run: Run) -> Response:
-    async with context_of(request).db.transaction() as session:
-        [payload] = await runs_json(session, [run])
-    return JSONResponse(payload)
+    async with context_of(request).db.read() as session:
+        [details] = await run_reads.details(session, [run])
+    return JSONResponse(run_json(details))
 
 
 @endpoint
@@ -125,29 +149,28 @@ async def cancel(request: Request) -> Response:
 
 @endpoint
 async def logs(request: Request) -> Response:
-    step = request.query_params.get("step") or None
-    follow = request.query_params.get("follow", "false").lower() in ("true", "1")
-    async with org_request(request) as (unit, _, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"])
-        if (
-            step is not None
-            and await unit.session.scalar(
-                select(RunStep.id).where(RunStep.run_id == run.id, RunStep.name == step)
-            )
-            is None
-            and run.status in FINISHED
-        ):
-            raise InvalidRequest(f"This run has no step '{step}'.", field="step")
-        if not follow:
-            part = await read_log(unit.session, run.id, 0, step)
-            return PlainTextResponse(part.text)
-    return StreamingResponse(
-        _follow_text(context_of(request), run.id, step), media_type="text/plain; charset=utf-8"
-    )
+    async with org_read(request, "step", "follow") as (session, _, org):
+        step = request.query_params.get("step") or None
+        follow = request.query_params.get("follow", "false").lower() in ("true", "1")
+        run = await run_reads.run_in_org(session, org.id, request.path_params["run"])
+        if run is None:
+            raise NotFound(f"No run '{request.path_params['run']}' in this organization.")
+        if step is not None and RunStatus(run.status) in FINISHED:
+            [steps] = await run_reads.steps_of(session, [run.id])
+            if step not in {s.name for s in steps}:
+                raise InvalidRequest(f"This run has no step '{step}'.", field="step")
+        length = run.log_length
+    ctx = context_of(request)
+    if follow:
+        parts = follow_log(ctx, run.id, step, 0)
+    else:
+        # The log as it is now, however long: streamed page by page.
+        parts = stream_log(ctx, run.id, step, 0, before=length)
+    return StreamingResponse(_text(parts), media_type="text/plain; charset=utf-8")
 
 
-async def _follow_text(ctx: Context, run_id: str, step: str | None) -> AsyncIterator[str]:
-    async for part in follow_log(ctx, LogTail(ctx, run_id, step, 0)):
+async def _text(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
+    async for part in parts:
         yield part.text
 
 

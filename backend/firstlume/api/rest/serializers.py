@@ -1,36 +1,22 @@
-"""The JSON shapes of spec/rest-api.md. Related rows are loaded in batches, never one per run."""
+"""The JSON shapes of spec/rest-api.md, made from the read layer's records: no statement here."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from firstlume.db.models import Folder, ResourceChange, Run, RunStep, Stack, User, Variable
-from firstlume.domain.changes import GROUPS, Summary
+from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
-from firstlume.services.runs import queue_positions
+from firstlume.services.reads import Folder, Stack, Variable
+from firstlume.services.reads.changes import ChangeRecord
+from firstlume.services.reads.runs import Run as RunRecord
+from firstlume.services.reads.runs import RunDetails, duration_ms, summary_of
 
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
-
-
-def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
-    if start is None or end is None:
-        return None
-    return int((end - start).total_seconds() * 1000)
-
-
-def run_summary(run: Run) -> Summary:
-    return Summary(
-        delete=run.summary_delete,
-        replace=run.summary_replace,
-        update=run.summary_update,
-        create=run.summary_create,
-    )
 
 
 def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
@@ -51,14 +37,8 @@ def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
     }
 
 
-async def stacks_json(session: AsyncSession, stacks: list[Stack]) -> list[dict[str, Any]]:
-    folder_ids = {s.folder_id for s in stacks if s.folder_id}
-    paths = {}
-    if folder_ids:
-        paths = dict(
-            (await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))).all()
-        )
-    return [stack_json(s, paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
+def stacks_json(stacks: Iterable[Stack], folder_paths: dict[str, str]) -> list[dict[str, Any]]:
+    return [stack_json(s, folder_paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
 
 
 def folder_json(folder: Folder) -> dict[str, Any]:
@@ -87,39 +67,9 @@ def variable_json(variable: Variable, value: str | None) -> dict[str, Any]:
     }
 
 
-async def runs_json(session: AsyncSession, runs: list[Run]) -> list[dict[str, Any]]:
-    if not runs:
-        return []
-    run_ids = [r.id for r in runs]
-    stack_slugs = dict(
-        (
-            await session.execute(
-                select(Stack.id, Stack.slug).where(Stack.id.in_({r.stack_id for r in runs}))
-            )
-        ).all()
-    )
-    user_ids = {u for r in runs for u in (r.created_by_id, r.approved_by_id) if u}
-    emails = (
-        dict((await session.execute(select(User.id, User.email).where(User.id.in_(user_ids)))).all())
-        if user_ids
-        else {}
-    )
-    steps: dict[str, list[RunStep]] = {}
-    for step in await session.scalars(
-        select(RunStep).where(RunStep.run_id.in_(run_ids)).order_by(RunStep.position)
-    ):
-        steps.setdefault(step.run_id, []).append(step)
-    positions = await queue_positions(session, runs)
-    return [
-        run_json(run, stack_slugs[run.stack_id], emails, steps.get(run.id, []), positions.get(run.id))
-        for run in runs
-    ]
-
-
-def run_json(
-    run: Run, stack_slug: str, emails: dict[str, str], steps: list[RunStep], queue_position: int | None
-) -> dict[str, Any]:
-    summary = run_summary(run)
+def run_json(details: RunDetails) -> dict[str, Any]:
+    run: RunRecord = details.run
+    summary = summary_of(run)
     commit = None
     if run.commit_sha:
         commit = {
@@ -137,17 +87,20 @@ def run_json(
                 "origin": run.confirm_destructive_origin,
             },
         }
+    started = details.started_at
     return {
         "id": run.id,
         "number": run.number,
-        "stack": stack_slug,
+        "stack": details.stack_slug,
         "type": run.type,
         "status": run.status,
         "created_at": iso(run.created_at),
-        "created_by": emails.get(run.created_by_id or ""),
+        "created_by": details.created_by,
         "updated_at": iso(run.updated_at),
+        "started_at": iso(started),
         "finished_at": iso(run.finished_at),
-        "queue_position": queue_position,
+        "duration_ms": duration_ms(started, run.finished_at),
+        "queue_position": details.queue_position,
         "commit": commit,
         "steps": [
             {
@@ -157,14 +110,14 @@ def run_json(
                 "finished_at": iso(s.finished_at),
                 "duration_ms": duration_ms(s.started_at, s.finished_at),
             }
-            for s in steps
+            for s in details.steps
         ],
         "summary": summary.as_dict() if run.has_plan else None,
         "summary_text": summary.text if run.has_plan else None,
         "approval": {
             "required": run.approval_required,
             "confirm_destructive": run.confirm_destructive,
-            "approved_by": emails.get(run.approved_by_id or ""),
+            "approved_by": details.approved_by,
             "approved_at": iso(run.approved_at),
             "acknowledged": list(run.acknowledged or []),
         },
@@ -187,32 +140,36 @@ def run_json(
     }
 
 
-def change_json(row: ResourceChange) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "address": row.address,
-        "type": row.type,
-        "unit": row.unit,
-        "action": row.action,
-        "attributes": row.attributes,
-        "state": row.state,
-        "error": row.error,
-    }
-    if row.action == "replace":
-        item["replaced_because"] = row.replaced_because
-        item["stages"] = row.stages
-    return item
+# Changes: the document is assembled as text --------------------------------------------------------
+#
+# A plan may hold tens of thousands of changes with their attributes. The read layer hands over
+# the stored JSON of each change's attributes, stages and replacement reasons as text, and it is
+# spliced into the document as it is: nothing is parsed and serialized again.
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def changes_json(run: Run, rows: list[ResourceChange]) -> dict[str, Any]:
-    summary = run_summary(run)
-    grouped: dict[str, list[dict[str, Any]]] = {action: [] for action, _ in GROUPS}
-    for row in rows:
-        grouped[row.action].append(change_json(row))
-    return {
-        "summary": summary.as_dict(),
-        "summary_text": summary.text,
-        "groups": [
-            {"action": action, "title": title, "count": len(grouped[action]), "changes": grouped[action]}
-            for action, title in GROUPS
-        ],
-    }
+def _change_text(record: ChangeRecord) -> str:
+    head = (
+        f'{{"address":{_dumps(record.address)},"type":{_dumps(record.type)},"unit":{_dumps(record.unit)},'
+        f'"action":{_dumps(record.action)},"attributes":{record.attributes_json},'
+        f'"state":{_dumps(record.state)},"error":{_dumps(record.error)}'
+    )
+    if record.action == "replace":
+        return f'{head},"replaced_because":{record.replaced_because_json},"stages":{record.stages_json}}}'
+    return head + "}"
+
+
+def changes_document(run: RunRecord, records: Iterable[ChangeRecord]) -> bytes:
+    """The Changes of spec/rest-api.md: every change, grouped in the documented order."""
+    summary = summary_of(run)
+    grouped: dict[str, list[str]] = {action: [] for action, _ in GROUPS}
+    for record in records:
+        grouped[record.action].append(_change_text(record))
+    groups = ",".join(
+        f'{{"action":"{action}","title":{_dumps(title)},"count":{len(grouped[action])},'
+        f'"changes":[{",".join(grouped[action])}]}}'
+        for action, title in GROUPS
+    )
+    head = _dumps({"summary": summary.as_dict(), "summary_text": summary.text})
+    return f'{head[:-1]},"groups":[{groups}]}}'.encode()

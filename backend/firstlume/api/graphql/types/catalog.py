@@ -1,0 +1,258 @@
+"""The caller, organizations, folders and stacks: the tree above the runs."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import strawberry
+from strawberry import Private
+
+from firstlume.api.graphql.enums import GitAuth
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types.pagination import PageInfo, check_first
+from firstlume.api.graphql.types.plain import filled
+from firstlume.api.graphql.types.runs import Run
+from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import RunStatus, RunType
+from firstlume.services import accounts
+from firstlume.services.context import Actor
+from firstlume.services.reads import Folder as FolderRecord
+from firstlume.services.reads import Organization as OrganizationRecord
+from firstlume.services.reads import Stack as StackRecord
+from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.runs import RunFilter, RunPageKey
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 20
+RUN_CURSOR = re.compile(r"[0-9]{1,9}")
+
+
+@strawberry.type
+class Viewer:
+    actor: Private[Actor]
+    loaders: Private[Loaders]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(self.actor.user_id)
+
+    @strawberry.field
+    def email(self) -> str:
+        return self.actor.email
+
+    @strawberry.field
+    async def organizations(self) -> list[Organization]:
+        async with self.loaders.reads.session() as session:
+            orgs = await accounts.orgs_of(session, self.actor)
+        return [Organization(row=o, loaders=self.loaders) for o in orgs]
+
+
+@strawberry.type
+class Organization:
+    row: Private[OrganizationRecord]
+    loaders: Private[Loaders]
+
+    id: strawberry.ID = filled()
+    slug: str = filled()
+    name: str = filled()
+
+    def __post_init__(self) -> None:
+        self.id, self.slug, self.name = strawberry.ID(self.row.id), self.row.slug, self.row.name
+
+    @strawberry.field(description="Every folder, by path.")
+    async def folders(self) -> list[Folder]:
+        return [Folder(row=f, loaders=self.loaders) for f in await self.loaders.org_folders.load(self.row.id)]
+
+    @strawberry.field(description="The top of the tree: folders without a parent.")
+    async def root_folders(self) -> list[Folder]:
+        return [
+            Folder(row=f, loaders=self.loaders)
+            for f in await self.loaders.org_folders.load(self.row.id)
+            if f.parent_id is None
+        ]
+
+    @strawberry.field
+    async def folder(self, path: str) -> Folder | None:
+        async with self.loaders.reads.session() as session:
+            row = await catalog_reads.folder_by_path(session, self.row.id, path)
+        if row is None:
+            return None
+        self.loaders.seen([row])
+        return Folder(row=row, loaders=self.loaders)
+
+    @strawberry.field(description="Every stack, by slug.")
+    async def stacks(self) -> list[Stack]:
+        return [Stack(row=s, loaders=self.loaders) for s in await self.loaders.org_stacks.load(self.row.id)]
+
+    @strawberry.field(description="Stacks at the top of the tree, in no folder.")
+    async def root_stacks(self) -> list[Stack]:
+        return [
+            Stack(row=s, loaders=self.loaders)
+            for s in await self.loaders.org_stacks.load(self.row.id)
+            if s.folder_id is None
+        ]
+
+    @strawberry.field
+    async def stack(self, slug: str) -> Stack | None:
+        async with self.loaders.reads.session() as session:
+            row = await catalog_reads.stack_by_slug(session, self.row.id, slug)
+        if row is None:
+            return None
+        self.loaders.seen([row])
+        return Stack(row=row, loaders=self.loaders)
+
+    @strawberry.field
+    async def run(self, id: strawberry.ID) -> Run | None:
+        async with self.loaders.reads.session() as session:
+            row = await run_reads.run_in_org(session, self.row.id, str(id))
+        return Run(row=row, loaders=self.loaders) if row else None
+
+    @strawberry.field(description="Every run of the organization that has not finished, oldest first.")
+    async def active_runs(self) -> list[Run]:
+        return [Run(row=r, loaders=self.loaders) for r in await self.loaders.active_runs.load(self.row.id)]
+
+    @strawberry.field
+    def settings(self) -> Settings:
+        return Settings(scope=self.row, loaders=self.loaders)
+
+    @strawberry.field
+    async def variables(self) -> list[Variable]:
+        return await variables_of(self.loaders, self.row)
+
+
+@strawberry.type
+class Folder:
+    row: Private[FolderRecord]
+    loaders: Private[Loaders]
+
+    id: strawberry.ID = filled()
+    path: str = filled('The full path, such as "prod/eu".')
+    name: str = filled("The last segment of the path.")
+    created_at: datetime = filled()
+
+    def __post_init__(self) -> None:
+        row = self.row
+        self.id, self.path, self.name, self.created_at = (
+            strawberry.ID(row.id),
+            row.path,
+            row.name,
+            row.created_at,
+        )
+
+    @strawberry.field
+    async def parent(self) -> Folder | None:
+        if self.row.parent_id is None:
+            return None
+        row = await self.loaders.folder.load(self.row.parent_id)
+        return Folder(row=row, loaders=self.loaders) if row else None
+
+    @strawberry.field
+    async def children(self) -> list[Folder]:
+        return [Folder(row=f, loaders=self.loaders) for f in await self.loaders.subfolders.load(self.row.id)]
+
+    @strawberry.field
+    async def stacks(self) -> list[Stack]:
+        return [
+            Stack(row=s, loaders=self.loaders) for s in await self.loaders.folder_stacks.load(self.row.id)
+        ]
+
+    @strawberry.field
+    def settings(self) -> Settings:
+        return Settings(scope=self.row, loaders=self.loaders)
+
+    @strawberry.field
+    async def variables(self) -> list[Variable]:
+        return await variables_of(self.loaders, self.row)
+
+
+@strawberry.type
+class RunConnection:
+    stack_id: Private[str]
+    filter: Private[RunFilter]
+    loaders: Private[Loaders]
+    nodes: list[Run]
+    page_info: PageInfo
+
+    @strawberry.field(description="How many of the stack's runs match the filters.")
+    async def total_count(self) -> int:
+        return await self.loaders.stack_run_count.load((self.stack_id, self.filter))
+
+
+@strawberry.type
+class Stack:
+    row: Private[StackRecord]
+    loaders: Private[Loaders]
+
+    id: strawberry.ID = filled()
+    slug: str = filled()
+    name: str = filled()
+    repository: str = filled()
+    branch: str = filled()
+    path: str = filled("The directory of the stack's code in the repository.")
+    git_auth: GitAuth | None = filled()
+    created_at: datetime = filled()
+
+    def __post_init__(self) -> None:
+        row = self.row
+        self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
+        self.repository, self.branch, self.path = row.repository, row.branch, row.path
+        self.git_auth = (
+            GitAuth.HTTPS_TOKEN
+            if row.git_https_token_sealed
+            else GitAuth.SSH_KEY
+            if row.git_ssh_key_sealed
+            else None
+        )
+        self.created_at = row.created_at
+
+    @strawberry.field
+    async def folder(self) -> Folder | None:
+        if self.row.folder_id is None:
+            return None
+        row = await self.loaders.folder.load(self.row.folder_id)
+        return Folder(row=row, loaders=self.loaders) if row else None
+
+    @strawberry.field(
+        description=f"Newest first; `first` is at most {MAX_PAGE_SIZE}. `status` and `type` keep only "
+        "the runs in one of those statuses or of one of those types."
+    )
+    async def runs(
+        self,
+        first: int = DEFAULT_PAGE_SIZE,
+        after: str | None = None,
+        status: list[RunStatus] | None = None,
+        type: list[RunType] | None = None,
+    ) -> RunConnection:
+        check_first(first, MAX_PAGE_SIZE)
+        before = None
+        if after is not None:
+            if not RUN_CURSOR.fullmatch(after):
+                raise InvalidRequest(
+                    f"'after' must be a cursor from pageInfo.endCursor; got {after!r}.", field="after"
+                )
+            before = int(after)
+        run_filter = RunFilter(
+            statuses=tuple(RunStatus(s) for s in status or ()), types=tuple(RunType(t) for t in type or ())
+        )
+        rows = await self.loaders.stack_runs.load(RunPageKey(self.row.id, first + 1, before, run_filter))
+        page = rows[:first]
+        return RunConnection(
+            stack_id=self.row.id,
+            filter=run_filter,
+            loaders=self.loaders,
+            nodes=[Run(row=r, loaders=self.loaders) for r in page],
+            page_info=PageInfo(
+                has_next_page=len(rows) > first, end_cursor=str(page[-1].number) if page else None
+            ),
+        )
+
+    @strawberry.field
+    def settings(self) -> Settings:
+        return Settings(scope=self.row, loaders=self.loaders)
+
+    @strawberry.field
+    async def variables(self) -> list[Variable]:
+        return await variables_of(self.loaders, self.row)

@@ -1,0 +1,191 @@
+"""A run's planned changes: counted per group, filtered and paged on the server.
+
+Changes are plain objects built from the read layer's records in one pass: no field of a change
+has a resolver of its own, so a page costs one object per change and attribute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from strawberry import Private
+from strawberry.scalars import JSON
+
+from firstlume.api.graphql.enums import ChangeAction, ResourceState
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types.pagination import PageInfo
+from firstlume.domain.changes import GROUPS, Summary
+from firstlume.services.reads.changes import ChangePage, ChangePageKey, ChangeRecord
+
+TITLES = dict(GROUPS)
+
+
+@strawberry.type
+class ChangeSummary:
+    delete: int
+    replace: int
+    update: int
+    create: int
+    text: str = strawberry.field(description='"1 delete · 1 replace · 2 update · 2 create", or "no changes".')
+
+    @classmethod
+    def of(cls, summary: Summary) -> ChangeSummary:
+        return cls(
+            delete=summary.delete,
+            replace=summary.replace,
+            update=summary.update,
+            create=summary.create,
+            text=summary.text,
+        )
+
+
+@strawberry.type
+class AttributeChange:
+    name: str
+    before: JSON | None = strawberry.field(description='"(sensitive)" for sensitive values.')
+    after: JSON | None = strawberry.field(description='"(sensitive)", or "(known after apply)".')
+    forces_replacement: bool
+
+
+@strawberry.type
+class ReplaceStage:
+    action: ChangeAction
+    state: ResourceState | None
+
+
+def _state(value: Any) -> ResourceState | None:
+    return ResourceState(value) if value is not None else None
+
+
+@strawberry.type
+class ResourceChange:
+    address: str
+    type: str
+    unit: str = strawberry.field(
+        description='"." for a single root; the unit\'s path with Terragrunt run --all.'
+    )
+    action: ChangeAction
+    attributes: list[AttributeChange] = strawberry.field(description="Only the attributes that change.")
+    replaced_because: list[str] = strawberry.field(
+        description="What forces a replacement (replacements only)."
+    )
+    state: ResourceState | None
+    error: str | None = strawberry.field(description="Terraform's error on this resource, when it failed.")
+    stages: list[ReplaceStage] = strawberry.field(
+        description="A replacement's two stages, in the order they ran."
+    )
+
+    @classmethod
+    def of(cls, record: ChangeRecord) -> ResourceChange:
+        replace = record.action == "replace"
+        return cls(
+            address=record.address,
+            type=record.type,
+            unit=record.unit,
+            action=ChangeAction(record.action),
+            attributes=[
+                AttributeChange(
+                    name=a["name"],
+                    before=a["before"],
+                    after=a["after"],
+                    forces_replacement=bool(a["forces_replacement"]),
+                )
+                for a in record.attributes
+            ],
+            replaced_because=record.replaced_because if replace else [],
+            state=_state(record.state),
+            error=record.error,
+            stages=[
+                ReplaceStage(action=ChangeAction(s["action"]), state=_state(s.get("state")))
+                for s in record.stages
+            ]
+            if replace
+            else [],
+        )
+
+
+@strawberry.type(description="How many changes of each group match the filters.")
+class ChangeCounts:
+    delete: int
+    replace: int
+    update: int
+    create: int
+    total: int
+
+
+@strawberry.type(
+    description="A page of a run's changes, in the order of the groups (delete, replace, update, create) "
+    "and the plan's order within a group, with counts per group."
+)
+class Changes:
+    key: Private[ChangePageKey]
+    loaders: Private[Loaders]
+    summary: ChangeSummary = strawberry.field(description="Every change of the run, whatever the filters.")
+    _nodes: Private[list[ResourceChange] | None] = None
+
+    async def _page(self) -> ChangePage:
+        return await self.loaders.change_page.load(self.key)
+
+    async def _counts(self) -> dict[str, int]:
+        return await self.loaders.change_counts.load((self.key.run_id, self.key.filter))
+
+    @strawberry.field
+    async def counts(self) -> ChangeCounts:
+        counts = await self._counts()
+        return ChangeCounts(**counts, total=sum(counts.values()))
+
+    @strawberry.field(description="How many changes match the filters.")
+    async def total_count(self) -> int:
+        return sum((await self._counts()).values())
+
+    async def page_nodes(self) -> list[ResourceChange]:
+        if self._nodes is None:
+            self._nodes = [ResourceChange.of(r) for r in (await self._page()).records]
+        return self._nodes
+
+    @strawberry.field(description="This page's changes.")
+    async def nodes(self) -> list[ResourceChange]:
+        return await self.page_nodes()
+
+    @strawberry.field
+    async def page_info(self) -> PageInfo:
+        page = await self._page()
+        return PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor)
+
+    @strawberry.field(description="Always four, in order: delete, replace, update, create.")
+    async def groups(self) -> list[ChangeGroup]:
+        counts = await self._counts()
+        totals = self.summary
+        return [
+            ChangeGroup(
+                action=ChangeAction(action),
+                title=title,
+                count=counts[action],
+                total=getattr(totals, action),
+                of=self,
+            )
+            for action, title in GROUPS
+        ]
+
+    @strawberry.field(description="The resource types among all of the run's changes, for a filter.")
+    async def types(self) -> list[str]:
+        return (await self.loaders.change_facets.load(self.key.run_id)).types
+
+    @strawberry.field(description="The units among all of the run's changes, for a filter.")
+    async def units(self) -> list[str]:
+        return (await self.loaders.change_facets.load(self.key.run_id)).units
+
+
+@strawberry.type
+class ChangeGroup:
+    action: ChangeAction
+    title: str = strawberry.field(description='"Will be deleted", "Will be replaced", …')
+    count: int = strawberry.field(description="How many of the group's changes match the filters.")
+    total: int = strawberry.field(description="How many changes the group holds, whatever the filters.")
+    of: Private[Changes]
+
+    @strawberry.field(description="The group's changes on this page.")
+    async def changes(self) -> list[ResourceChange]:
+        action = self.action.value
+        return [c for c in await self.of.page_nodes() if c.action.value == action]

@@ -1,0 +1,268 @@
+"""Runs: status, steps, commit, approval, configuration, changes and log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry import Private
+
+from firstlume.api.graphql.enums import ChangeAction, StepStatus, VariableKind
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types.changes import Changes, ChangeSummary
+from firstlume.api.graphql.types.pagination import check_first
+from firstlume.api.graphql.types.plain import filled
+from firstlume.api.graphql.types.settings import EffectiveSettings, ResolvedSetting
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType
+from firstlume.services.logs import read_log
+from firstlume.services.reads import Run as RunRecord
+from firstlume.services.reads import RunStep
+from firstlume.services.reads.changes import ChangeFilter, ChangePageKey, Cursor
+from firstlume.services.reads.runs import duration_ms, started_at, summary_of
+
+if TYPE_CHECKING:
+    from firstlume.api.graphql.types.catalog import Stack
+
+# Large enough for a client that still reads every change at once; a page of 50 is the norm.
+MAX_CHANGES_PAGE = 10_000
+DEFAULT_CHANGES_PAGE = 50
+
+
+@strawberry.type
+class Commit:
+    sha: str
+    author: str | None
+    message: str | None = strawberry.field(description="The first line of the commit message.")
+    url: str | None = strawberry.field(
+        description="A browsable link for hosted Git; null for a local repository."
+    )
+
+
+@strawberry.type
+class Step:
+    name: str
+    status: StepStatus
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+
+    @classmethod
+    def of(cls, row: RunStep) -> Step:
+        return cls(
+            name=row.name,
+            status=StepStatus(row.status),
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            duration_ms=duration_ms(row.started_at, row.finished_at),
+        )
+
+
+@strawberry.type
+class Approval:
+    row: Private[RunRecord]
+    loaders: Private[Loaders]
+
+    @strawberry.field(description="Whether approval was required, read when the plan finished.")
+    def required(self) -> bool | None:
+        return self.row.approval_required
+
+    @strawberry.field
+    def confirm_destructive(self) -> bool | None:
+        return self.row.confirm_destructive
+
+    @strawberry.field
+    async def approved_by(self) -> str | None:
+        return await self.loaders.email.load(self.row.approved_by_id) if self.row.approved_by_id else None
+
+    @strawberry.field
+    def approved_at(self) -> datetime | None:
+        return self.row.approved_at
+
+    @strawberry.field(description="The deleted or replaced addresses confirmed with the approval.")
+    def acknowledged(self) -> list[str]:
+        return list(self.row.acknowledged or [])
+
+
+@strawberry.type(description="A variable the plan used: its name and origin, never its value.")
+class VariableUsage:
+    name: str
+    origin: str
+    sensitive: bool
+    kind: VariableKind
+
+
+@strawberry.type
+class RunConfiguration:
+    config_yaml: str | None = strawberry.field(description="The config.yaml of the commit.")
+    engine: str | None
+    settings: EffectiveSettings | None = strawberry.field(
+        description="The rules read when the plan finished, with their origins; null before."
+    )
+    variables: list[VariableUsage]
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunConfiguration:
+        settings = None
+        if run.approval_required is not None:
+            settings = EffectiveSettings(
+                require_approval=ResolvedSetting(
+                    value=bool(run.approval_required), origin=run.approval_required_origin or ""
+                ),
+                confirm_destructive=ResolvedSetting(
+                    value=bool(run.confirm_destructive), origin=run.confirm_destructive_origin or ""
+                ),
+            )
+        return cls(
+            config_yaml=run.config_yaml,
+            engine=run.engine,
+            settings=settings,
+            variables=[
+                VariableUsage(
+                    name=v["name"],
+                    origin=v["origin"],
+                    sensitive=bool(v["sensitive"]),
+                    kind=VariableKind(v.get("kind", "terraform")),
+                )
+                for v in run.variables_used or []
+            ],
+        )
+
+
+@strawberry.type
+class StateBackend:
+    unit: str
+    backend: str
+
+
+@strawberry.type(description="A piece of the run's log and the run-level offset just after it.")
+class LogChunk:
+    text: str
+    next_offset: int = strawberry.field(description="Pass as `fromOffset` to continue after this text.")
+
+
+@strawberry.type
+class Run:
+    row: Private[RunRecord]
+    loaders: Private[Loaders]
+
+    id: strawberry.ID = filled()
+    number: int = filled("The run's number in its stack, in order of arrival.")
+    type: RunType = filled()
+    status: RunStatus = filled()
+    awaiting_approval: bool = filled("True while the run waits for someone's approval.")
+    finished: bool = filled()
+    approvable: bool = filled("Whether the run can be approved or discarded now.")
+    cancelable: bool = filled("Whether the run can be canceled now.")
+    created_at: datetime = filled()
+    updated_at: datetime = filled()
+    finished_at: datetime | None = filled()
+    commit: Commit | None = filled()
+    summary: ChangeSummary | None = filled("Null until the plan is stored.")
+    approval: Approval = filled()
+    configuration: RunConfiguration = filled()
+    state_backends: list[StateBackend] = filled()
+    error: str | None = filled("The run's error when it failed for a reason that belongs to no resource.")
+    log_length: int = filled("The log's length in characters so far.")
+
+    def __post_init__(self) -> None:
+        run = self.row
+        status = RunStatus(run.status)
+        self.id = strawberry.ID(run.id)
+        self.number = run.number
+        self.type = RunType(run.type)
+        self.status = status
+        self.awaiting_approval = status is RunStatus.AWAITING_APPROVAL
+        self.approvable = status in APPROVABLE
+        self.cancelable = status in CANCELABLE
+        self.finished = status in FINISHED
+        self.created_at = run.created_at
+        self.updated_at = run.updated_at
+        self.finished_at = run.finished_at
+        self.commit = (
+            Commit(
+                sha=run.commit_sha, author=run.commit_author, message=run.commit_message, url=run.commit_url
+            )
+            if run.commit_sha
+            else None
+        )
+        self.summary = ChangeSummary.of(summary_of(run)) if run.has_plan else None
+        self.approval = Approval(row=run, loaders=self.loaders)
+        self.configuration = RunConfiguration.of(run)
+        self.state_backends = [
+            StateBackend(unit=b["unit"], backend=b["backend"]) for b in run.state_backends or []
+        ]
+        self.error = run.error
+        self.log_length = run.log_length
+
+    @strawberry.field
+    async def stack(self) -> Annotated[Stack, strawberry.lazy("firstlume.api.graphql.types.catalog")]:
+        from firstlume.api.graphql.types.catalog import Stack
+
+        row = await self.loaders.stack.load(self.row.stack_id)
+        assert row is not None
+        return Stack(row=row, loaders=self.loaders)
+
+    @strawberry.field
+    async def created_by(self) -> str | None:
+        return await self.loaders.email.load(self.row.created_by_id) if self.row.created_by_id else None
+
+    @strawberry.field(description="When the first phase started; null while the run is queued.")
+    async def started_at(self) -> datetime | None:
+        return started_at(await self.loaders.steps.load(self.row.id))
+
+    @strawberry.field(
+        description="From the start of the first phase to the end of the run: time in the queue is not "
+        "counted. Null until the run has both started and finished."
+    )
+    async def duration_ms(self) -> int | None:
+        return duration_ms(started_at(await self.loaders.steps.load(self.row.id)), self.row.finished_at)
+
+    @strawberry.field(description="1 = starts next on its stack; null unless queued.")
+    async def queue_position(self) -> int | None:
+        return await self.loaders.queue_position.load(self.row)
+
+    @strawberry.field(description="For a queued run, the run that holds its stack's lock; else null.")
+    async def blocked_by(self) -> Run | None:
+        if self.row.status != RunStatus.QUEUED:
+            return None
+        holder = await self.loaders.lock_holder.load(self.row.stack_id)
+        return Run(row=holder, loaders=self.loaders) if holder else None
+
+    @strawberry.field(description="checkout, init, plan, approval, apply, … as far as the run has come.")
+    async def steps(self) -> list[Step]:
+        return [Step.of(s) for s in await self.loaders.steps.load(self.row.id)]
+
+    @strawberry.field(
+        description=f"The planned changes: counts per group, and a page of the changes that match the "
+        f"filters. `first` is at most {MAX_CHANGES_PAGE}; `text` matches part of the address, "
+        "ignoring case."
+    )
+    def changes(
+        self,
+        first: int = DEFAULT_CHANGES_PAGE,
+        after: str | None = None,
+        action: ChangeAction | None = None,
+        type: str | None = None,
+        unit: str | None = None,
+        text: str | None = None,
+    ) -> Changes:
+        check_first(first, MAX_CHANGES_PAGE)
+        change_filter = ChangeFilter(
+            action=action.value if action is not None else None, type=type, unit=unit, text=text or None
+        )
+        cursor = Cursor.parse(after) if after is not None else None
+        return Changes(
+            key=ChangePageKey(self.row.id, first, cursor, change_filter),
+            loaders=self.loaders,
+            summary=ChangeSummary.of(summary_of(self.row)),
+        )
+
+    @strawberry.field(description="The log (or one step's) from a run-level character offset.")
+    async def log(self, step: str | None = None, from_offset: int = 0) -> LogChunk:
+        if from_offset < 0:
+            raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
+        async with self.loaders.reads.session() as session:
+            part = await read_log(session, self.row.id, from_offset, step)
+        return LogChunk(text=part.text, next_offset=part.next_offset)

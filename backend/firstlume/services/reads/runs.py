@@ -1,0 +1,282 @@
+"""Reads of runs: one run, a stack's history (filtered, paged), an organization's active runs, and
+what a run page shows beside the row (its stack's slug, people's emails, steps, queue position,
+the run holding its stack's lock). Every function takes many keys and answers in a fixed number
+of statements, so REST lists and GraphQL DataLoaders cost the same for 1 run as for 100."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, bindparam, case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from firstlume.db.models import Run, RunStep, Stack, User
+from firstlume.domain.changes import Summary
+from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType
+
+Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
+
+ACTIVE_VALUES = sorted(s.value for s in ACTIVE)
+LOCK_VALUES = sorted(s.value for s in HOLDS_LOCK)
+QUEUED = RunStatus.QUEUED.value
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs of a history to list; empty tuples mean any."""
+
+    statuses: tuple[RunStatus, ...] = ()
+    types: tuple[RunType, ...] = ()
+
+    def apply(self, query: Q) -> Q:
+        if self.statuses:
+            query = query.where(Run.status.in_(sorted(s.value for s in self.statuses)))
+        if self.types:
+            query = query.where(Run.type.in_(sorted(t.value for t in self.types)))
+        return query
+
+
+@dataclass(frozen=True)
+class RunPageKey:
+    """A page of one stack's runs, newest first: `limit` runs numbered below `before`."""
+
+    stack_id: str
+    limit: int
+    before: int | None = None
+    filter: RunFilter = field(default_factory=RunFilter)
+
+
+@dataclass(frozen=True)
+class RunDetails:
+    """A run and what its page shows beside the row: the read model of the REST Run."""
+
+    run: Run
+    stack_slug: str
+    created_by: str | None
+    approved_by: str | None
+    steps: list[RunStep]
+    queue_position: int | None
+
+    @property
+    def started_at(self) -> datetime | None:
+        return started_at(self.steps)
+
+
+def summary_of(run: Run) -> Summary:
+    return Summary(
+        delete=run.summary_delete,
+        replace=run.summary_replace,
+        update=run.summary_update,
+        create=run.summary_create,
+    )
+
+
+def started_at(steps: Iterable[RunStep]) -> datetime | None:
+    """When the run's first phase started: queue time is not part of a run's duration."""
+    return min((s.started_at for s in steps if s.started_at is not None), default=None)
+
+
+def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return int((end - start).total_seconds() * 1000)
+
+
+def _grouped(rows: Iterable[Any], key: str, wanted: Sequence[Any]) -> list[list[Any]]:
+    groups: dict[Any, list[Any]] = defaultdict(list)
+    for row in rows:
+        groups[getattr(row, key)].append(row)
+    return [groups.get(k, []) for k in wanted]
+
+
+# Single runs and lists ------------------------------------------------------------------------
+
+
+async def run_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run | None:
+    if not isinstance(run_id, str) or len(run_id) > 64:
+        return None
+    return await session.scalar(select(Run).where(Run.id == run_id, Run.org_id == org_id))
+
+
+async def run_with_steps(session: AsyncSession, run_id: str) -> tuple[Run, list[RunStep]] | None:
+    run = await session.get(Run, run_id, populate_existing=True)
+    if run is None:
+        return None
+    [steps] = await steps_of(session, [run_id])
+    return run, steps
+
+
+async def run_status(session: AsyncSession, run_id: str) -> str | None:
+    return await session.scalar(select(Run.status).where(Run.id == run_id))
+
+
+async def runs_by_id(session: AsyncSession, run_ids: Sequence[str]) -> list[Run | None]:
+    query = select(Run).where(Run.id.in_(set(run_ids))).execution_options(populate_existing=True)
+    found = {r.id: r for r in await session.scalars(query)}
+    return [found.get(i) for i in run_ids]
+
+
+async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[list[Run]]:
+    """Pages of several stacks' histories, one statement per distinct page shape."""
+    found: dict[RunPageKey, list[Run]] = {}
+    shapes: dict[tuple[int, int | None, RunFilter], list[str]] = defaultdict(list)
+    for key in keys:
+        shapes[(key.limit, key.before, key.filter)].append(key.stack_id)
+    for (limit, before, run_filter), stack_ids in shapes.items():
+        rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
+        ranked = run_filter.apply(select(Run.id, rank).where(Run.stack_id.in_(stack_ids)))
+        if before is not None:
+            ranked = ranked.where(Run.number < before)
+        page = ranked.subquery()
+        rows = await session.scalars(
+            select(Run)
+            .join(page, page.c.id == Run.id)
+            .where(page.c.rank <= limit)
+            .order_by(Run.stack_id, Run.number.desc())
+        )
+        for stack_id, group in zip(stack_ids, _grouped(rows, "stack_id", stack_ids), strict=True):
+            found[RunPageKey(stack_id, limit, before, run_filter)] = group
+    return [found[key] for key in keys]
+
+
+async def stack_run_counts(
+    session: AsyncSession, stack_ids: Sequence[str], run_filter: RunFilter | None = None
+) -> list[int]:
+    query = (run_filter or RunFilter()).apply(
+        select(Run.stack_id, func.count()).where(Run.stack_id.in_(set(stack_ids))).group_by(Run.stack_id)
+    )
+    counts = dict((await session.execute(query)).all())
+    return [int(counts.get(i, 0)) for i in stack_ids]
+
+
+async def active_runs(
+    session: AsyncSession, org_ids: Sequence[str], run_filter: RunFilter | None = None
+) -> list[list[Run]]:
+    """Every run of each organization that has not finished, oldest first."""
+    query = (
+        (run_filter or RunFilter())
+        .apply(select(Run).where(Run.org_id.in_(set(org_ids)), Run.status.in_(ACTIVE_VALUES)))
+        .order_by(Run.created_at, Run.number)
+    )
+    return _grouped(await session.scalars(query), "org_id", org_ids)
+
+
+# What a run shows beside its row ----------------------------------------------------------------
+
+
+async def steps_of(session: AsyncSession, run_ids: Sequence[str]) -> list[list[RunStep]]:
+    rows = await session.scalars(
+        select(RunStep).where(RunStep.run_id.in_(set(run_ids))).order_by(RunStep.run_id, RunStep.position)
+    )
+    return _grouped(rows, "run_id", run_ids)
+
+
+async def emails(session: AsyncSession, user_ids: Sequence[str]) -> list[str | None]:
+    found = dict((await session.execute(select(User.id, User.email).where(User.id.in_(set(user_ids))))).all())
+    return [found.get(i) for i in user_ids]
+
+
+_earlier = aliased(Run, name="earlier")
+# How many queued runs of the run's stack arrived no later than it.
+_AHEAD = (
+    select(func.count())
+    .where(_earlier.stack_id == Run.stack_id, _earlier.status == QUEUED, _earlier.number <= Run.number)
+    .correlate(Run)
+    .scalar_subquery()
+)
+
+
+async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[str, int]:
+    """Position in its stack's queue (1 = starts next) of each queued run among `runs`: a count of
+    the queued runs of the same stack that arrived no later, answered by the
+    (stack_id, status, number) index without reading the queue itself."""
+    queued = [r.id for r in runs if r.status == QUEUED]
+    if not queued:
+        return {}
+    rows = await session.execute(select(Run.id, _AHEAD).where(Run.id.in_(queued), Run.status == QUEUED))
+    return {run_id: int(position) for run_id, position in rows}
+
+
+async def lock_holders(session: AsyncSession, stack_ids: Sequence[str]) -> list[Run | None]:
+    """The run holding each stack's lock, if any (the database allows one per stack)."""
+    rows = await session.scalars(
+        select(Run).where(Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES))
+    )
+    found = {r.stack_id: r for r in rows}
+    return [found.get(i) for i in stack_ids]
+
+
+async def details(
+    session: AsyncSession,
+    runs: Sequence[Run],
+    *,
+    slugs: dict[str, str] | None = None,
+    known_emails: dict[str, str] | None = None,
+) -> list[RunDetails]:
+    """RunDetails of runs already read, in their order: what is not known already is read in one
+    statement per kind (stack slugs, emails, steps, queue positions)."""
+    if not runs:
+        return []
+    slugs = dict(slugs or {})
+    missing_stacks = {r.stack_id for r in runs} - slugs.keys()
+    if missing_stacks:
+        slugs.update(
+            (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_(missing_stacks)))).all()
+        )
+    people = dict(known_emails or {})
+    missing_people = sorted(
+        {u for r in runs for u in (r.created_by_id, r.approved_by_id) if u} - people.keys()
+    )
+    if missing_people:
+        people.update(
+            (u, e) for u, e in zip(missing_people, await emails(session, missing_people), strict=True) if e
+        )
+    steps = await steps_of(session, [r.id for r in runs])
+    positions = await queue_positions(session, runs)
+    return [
+        RunDetails(
+            run=run,
+            stack_slug=slugs[run.stack_id],
+            created_by=people.get(run.created_by_id or ""),
+            approved_by=people.get(run.approved_by_id or ""),
+            steps=run_steps,
+            queue_position=positions.get(run.id),
+        )
+        for run, run_steps in zip(runs, steps, strict=True)
+    ]
+
+
+# Built once: aliases made per call would cost SQLAlchemy an adaptation of every column each time.
+_creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
+_DETAILS = (
+    select(Run, Stack.slug, _creator.email, _approver.email, case((Run.status == QUEUED, _AHEAD)))
+    .join(Stack, Stack.id == Run.stack_id)
+    .outerjoin(_creator, _creator.id == Run.created_by_id)
+    .outerjoin(_approver, _approver.id == Run.approved_by_id)
+    .where(Run.id == bindparam("run_id"), Run.org_id == bindparam("org_id"))
+)
+
+
+async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> RunDetails | None:
+    """One run with its stack's slug, people's emails and queue position read in one statement,
+    its steps in another: a GET of a run."""
+    if not isinstance(run_id, str) or len(run_id) > 64:
+        return None
+    row = (await session.execute(_DETAILS, {"run_id": run_id, "org_id": org_id})).first()
+    if row is None:
+        return None
+    run, slug, created_by, approved_by, position = row
+    [steps] = await steps_of(session, [run.id])
+    return RunDetails(
+        run=run,
+        stack_slug=slug,
+        created_by=created_by,
+        approved_by=approved_by,
+        steps=steps,
+        queue_position=int(position) if position is not None else None,
+    )

@@ -1,0 +1,150 @@
+"""P5: requests per second with 16 concurrent connections against the served control plane.
+
+    .venv/bin/python bench/bench_http.py [postgresql|sqlite] [SECONDS]
+
+GET a run, POST start-run, and a GraphQL page of a stack with 20 runs, beside the floor measured
+in the same run: an endpoint that only runs `SELECT 1` through the same engine. That endpoint
+exists only in this benchmark's own app (`serve` below), never in the product. Uses `wrk` when it
+is installed (apt-get install wrk), else httpx. Prints figures; never fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from served import context, database, environment, seed, served
+
+CONNECTIONS = 16
+STACK_PAGE = """query($slug: String!) { organization(slug: "bench") { stack(slug: $slug) {
+  id slug name folder { path }
+  runs(first: 20) { totalCount pageInfo { hasNextPage endCursor }
+    nodes { id number type status awaitingApproval finished createdAt createdBy finishedAt queuePosition
+            stack { id slug name } commit { sha message url } summary { text } } } } } }"""
+
+
+def serve(port: int) -> None:
+    """The product's app plus the floor endpoint, served by uvicorn (run in a subprocess)."""
+    import uvicorn
+    from sqlalchemy import text
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from firstlume.app import create_app
+
+    async def select_one(request: Request) -> Response:
+        async with request.app.state.ctx.db.read() as session:
+            one = await session.scalar(text("SELECT 1"))
+        return JSONResponse({"one": one})
+
+    app = create_app()
+    app.router.routes.insert(0, Route("/bench/select-1", select_one))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def wrk(
+    url: str,
+    seconds: int,
+    method: str = "GET",
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, int]:
+    """Requests per second and the count of non-2xx answers."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(f"wrk.method = {json.dumps(method)}\n")
+        if body is not None:
+            script.write(f"wrk.body = {json.dumps(body)}\n")
+        for name, value in (headers or {}).items():
+            script.write(f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n")
+    try:
+        output = subprocess.run(
+            ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "-s", script.name, url],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    finally:
+        os.unlink(script.name)
+    rate = float(re.search(r"Requests/sec:\s+([0-9.]+)", output)[1])  # type: ignore[index]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+([0-9]+)", output)
+    return rate, int(bad[1]) if bad else 0
+
+
+async def httpx_load(
+    url: str,
+    seconds: int,
+    method: str = "GET",
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[float, int]:
+    done = bad = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal done, bad
+        while time.perf_counter() < deadline:
+            response = await client.request(method, url, content=body, headers=headers)
+            done += 1
+            bad += response.status_code >= 300
+
+    limits = httpx.Limits(max_connections=CONNECTIONS)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(CONNECTIONS)))
+        return done / (time.perf_counter() - started), bad
+
+
+async def load(url: str, seconds: int, **options: object) -> tuple[float, int]:
+    if shutil.which("wrk"):
+        return await asyncio.to_thread(wrk, url, seconds, **options)  # type: ignore[arg-type]
+    return await httpx_load(url, seconds, **options)  # type: ignore[arg-type]
+
+
+async def main(kind: str, seconds: int) -> None:
+    async with database(kind) as url:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp)
+            async with context(url, data) as ctx:
+                tenant = await seed(ctx, stacks=("net", "load"))
+            command = [sys.executable, __file__, "serve"]
+            with served(environment(url, data), command) as server:
+                org = f"{server.url}/api/v1/orgs/bench"
+                auth = {**tenant.headers, "Content-Type": "application/json"}
+                async with httpx.AsyncClient(headers=auth, timeout=30) as api:
+                    ids = [
+                        (await api.post(f"{org}/stacks/net/runs", json={"type": "plan"})).json()["id"]
+                        for _ in range(25)
+                    ]
+                run_url = f"{org}/runs/{ids[-1]}"  # queued behind 24 others: its position is worked out
+                figures = [
+                    ("floor: GET an endpoint running SELECT 1", await load(f"{server.url}/bench/select-1", seconds)),
+                    ("GET a run", await load(run_url, seconds, headers=auth)),
+                    ("POST start-run", await load(f"{org}/stacks/load/runs", seconds, method="POST", body='{"type": "plan"}', headers=auth)),
+                    ("GraphQL a stack and 20 runs", await load(f"{server.url}/graphql", seconds, method="POST",
+                        body=json.dumps({"query": STACK_PAGE, "variables": {"slug": "net"}}), headers=auth)),
+                ]  # fmt: skip
+    tool = "wrk" if shutil.which("wrk") else "httpx"
+    load_average = os.getloadavg()[0]
+    print(
+        f"P5 {CONNECTIONS} connections ({tool}), {kind}, {seconds} s each, {os.cpu_count()} cores, load {load_average:.1f}"
+    )
+    floor = figures[0][1][0]
+    for what, (rate, bad) in figures:
+        note = f"  ({bad} refused)" if bad else ""
+        print(f"  {what:<42} {rate:8.0f} req/s  {rate / floor:5.2f}× floor{note}")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["serve"]:
+        serve(int(args[1]))
+    else:
+        asyncio.run(main(args[0] if args else "postgresql", int(args[1]) if len(args) > 1 else 5))

@@ -1,0 +1,109 @@
+"""P3: a plan of 10,000 resources through the served control plane: upload (changes computed and
+stored), REST changes (every change), a GraphQL page of 50 changes with the counts, approve.
+
+    .venv/bin/python bench/bench_reads.py [postgresql|sqlite] [RESOURCES]
+
+The floor, measured in the same run: `json.loads` of the plan's JSON text. Prints the best of a
+few tries of each read; never fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from bench_changes import synthetic_plan
+from served import context, database, environment, seed, served
+
+from firstlume.services import dispatch
+
+PAGE = """query($id: ID!) { organization(slug: "bench") { run(id: $id) {
+  summary { text }
+  changes(first: 50) {
+    totalCount counts { delete replace update create total }
+    pageInfo { hasNextPage endCursor }
+    groups { action title count total }
+    nodes { address type unit action state error replacedBecause stages { action state }
+            attributes { name before after forcesReplacement } } } } } }"""
+
+
+async def best(tries: int, action: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    fastest, result = float("inf"), None
+    for _ in range(tries):
+        started = time.perf_counter()
+        result = await action()
+        fastest = min(fastest, time.perf_counter() - started)
+    return fastest, result
+
+
+def timed(function: Callable[[str], Any], argument: str) -> float:
+    started = time.perf_counter()
+    function(argument)
+    return time.perf_counter() - started
+
+
+def line(what: str, seconds: float, floor: float, note: str = "") -> None:
+    print(f"  {what:<34} {seconds * 1000:9.1f} ms  {seconds / floor:6.2f}× floor  {note}")
+
+
+async def main(kind: str, resources: int) -> None:
+    plan = {"format_version": "1.2", **synthetic_plan(resources)}
+    plan_text = json.dumps(plan)
+    floor = min(timed(json.loads, plan_text) for _ in range(3))
+    async with database(kind) as url:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp)
+            async with context(url, data) as ctx:
+                tenant = await seed(ctx)
+            with served(environment(url, data)) as server:
+                api = httpx.AsyncClient(base_url=server.url, headers=tenant.headers, timeout=300)
+                org = "/api/v1/orgs/bench"
+                run_id = (await api.post(f"{org}/stacks/net/runs", json={"type": "apply"})).json()["id"]
+                async with context(url, data) as ctx:
+                    [launch] = await dispatch.claim_plans(ctx)
+                executor = httpx.AsyncClient(
+                    base_url=server.url, headers={"Authorization": f"Bearer {launch.token}"}, timeout=300
+                )
+                upload_body = json.dumps({"plan_file_b64": "cGxhbg==", "plan_json": plan, "variables": []})
+                started = time.perf_counter()
+                uploaded = await executor.post(
+                    "/api/v1/executor/plan", content=upload_body, headers={"Content-Type": "application/json"}
+                )
+                upload = time.perf_counter() - started
+                assert uploaded.status_code == 200, uploaded.text[:500]
+                finished = await executor.post("/api/v1/executor/finish", json={"status": "succeeded"})
+                assert finished.json()["status"] == "awaiting_approval", finished.text[:500]
+
+                rest, response = await best(3, lambda: api.get(f"{org}/runs/{run_id}/changes"))
+                changes = sum(g["count"] for g in response.json()["groups"])
+                size = len(response.content) / 1e6
+                page, response = await best(
+                    5, lambda: api.post("/graphql", json={"query": PAGE, "variables": {"id": run_id}})
+                )
+                body = response.json()
+                assert not body.get("errors"), body["errors"]
+                nodes = len(body["data"]["organization"]["run"]["changes"]["nodes"])
+                started = time.perf_counter()
+                approved = await api.post(f"{org}/runs/{run_id}/approve", json={"acknowledged": []})
+                approve = time.perf_counter() - started
+                assert approved.json()["status"] == "apply_queued", approved.text[:500]
+                await api.aclose()
+                await executor.aclose()
+    print(f"P3 a plan of {resources} resources ({changes} changes), {kind}, served")
+    line("floor: json.loads of the plan", floor, floor, f"({len(plan_text) / 1e6:.1f} MB)")
+    line("upload + changes computed", upload, floor)
+    line("REST changes (all)", rest, floor, f"({size:.1f} MB)")
+    line("GraphQL changes (page + counts)", page, floor, f"({nodes} changes on the page)")
+    line("approve", approve, floor)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    asyncio.run(main(args[0] if args else "postgresql", int(args[1]) if len(args) > 1 else 10_000))

@@ -1,0 +1,133 @@
+"""What GraphQL says about runs so that no client copies a lifecycle rule: whether a run can be
+approved or canceled, which run a queued one waits for and where it stands, how long it took
+without its time in the queue; and a stack's history filtered by status and type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from sqlalchemy import update
+
+from conftest import Tenant, make_stack
+from firstlume.db.models import Run
+from firstlume.domain.runs import APPROVABLE, CANCELABLE, RunStatus
+from firstlume.services import dispatch
+from firstlume.services.context import Context
+from support.runs import plan_run, start
+
+RUNS = """query($first: Int!, $status: [RunStatus!], $type: [RunType!], $after: String) {
+  organization(slug: "acme") { stack(slug: "net") {
+    runs(first: $first, status: $status, type: $type, after: $after) {
+      totalCount pageInfo { hasNextPage endCursor }
+      nodes { number status type approvable cancelable queuePosition startedAt durationMs
+              blockedBy { number status } }
+    } } } }"""
+
+
+async def runs_of(client: httpx.AsyncClient, tenant: Tenant, **variables: Any) -> dict[str, Any]:
+    body = (
+        await client.post(
+            "/graphql", json={"query": RUNS, "variables": {"first": 20, **variables}}, headers=tenant.headers
+        )
+    ).json()
+    assert not body.get("errors"), body["errors"]
+    return body["data"]["organization"]["stack"]["runs"]  # type: ignore[no-any-return]
+
+
+PLAN = {"format_version": "1.2", "resource_changes": [{
+    "address": "terraform_data.a", "mode": "managed", "type": "terraform_data", "name": "a",
+    "change": {"actions": ["create"], "before": None, "after": {"input": "a"}, "after_unknown": {},
+               "before_sensitive": False, "after_sensitive": {}},
+}]}  # fmt: skip
+
+
+async def test_queued_runs_name_the_run_holding_the_lock_and_their_place(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    holder = await start(ctx, tenant.token, "acme", "net", "apply")
+    for _ in range(3):
+        await start(ctx, tenant.token, "acme", "net", "plan")
+    assert await plan_run(ctx, PLAN) == {holder: "awaiting_approval"}
+    after = await runs_of(client, tenant)
+    assert [(n["number"], n["status"], n["queuePosition"], n["blockedBy"]) for n in after["nodes"]] == [
+        (4, "QUEUED", 3, {"number": 1, "status": "AWAITING_APPROVAL"}),
+        (3, "QUEUED", 2, {"number": 1, "status": "AWAITING_APPROVAL"}),
+        (2, "QUEUED", 1, {"number": 1, "status": "AWAITING_APPROVAL"}),
+        (1, "AWAITING_APPROVAL", None, None),
+    ]  # fmt: skip
+    # Whether a run can be approved or canceled comes from the lifecycle's own groups.
+    for node in after["nodes"]:
+        status = RunStatus(node["status"].lower())
+        assert (node["approvable"], node["cancelable"]) == (status in APPROVABLE, status in CANCELABLE)
+    assert [(n["approvable"], n["cancelable"]) for n in after["nodes"]] == [
+        (False, True), (False, True), (False, True), (True, False),
+    ]  # fmt: skip
+
+
+async def test_before_queued_runs_the_first_is_next_and_blocked_by_no_one(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    for _ in range(3):
+        await start(ctx, tenant.token, "acme", "net", "plan")
+    nodes = (await runs_of(client, tenant))["nodes"]
+    assert [(n["number"], n["queuePosition"], n["blockedBy"]) for n in nodes] == [
+        (3, 3, None), (2, 2, None), (1, 1, None),
+    ]  # fmt: skip
+
+
+async def test_duration_starts_with_the_first_phase(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, "acme", "net", "plan")
+    [queued] = (await runs_of(client, tenant))["nodes"]
+    assert (queued["startedAt"], queued["durationMs"]) == (None, None)
+    [launch] = await dispatch.claim_plans(ctx)
+    steps = [{"name": "checkout", "status": "running"}, {"name": "checkout", "status": "done"}]
+    for step in steps:
+        response = await client.post(
+            "/api/v1/executor/steps", json=step, headers={"Authorization": f"Bearer {launch.token}"}
+        )
+        assert response.status_code in (200, 204), response.text
+    [running] = (await runs_of(client, tenant))["nodes"]
+    assert running["startedAt"] is not None and running["durationMs"] is None
+    async with ctx.unit() as unit:
+        run = await unit.session.get(Run, run_id)
+        assert run is not None
+        # Queued for an hour before it started: the hour is not part of its duration.
+        await unit.session.execute(
+            update(Run).where(Run.id == run_id).values(created_at=run.created_at.replace(year=2000))
+        )
+    await client.post(
+        "/api/v1/executor/finish",
+        json={"status": "failed", "error": "boom"},
+        headers={"Authorization": f"Bearer {launch.token}"},
+    )
+    [failed] = (await runs_of(client, tenant))["nodes"]
+    assert failed["status"] == "FAILED" and 0 <= failed["durationMs"] < 60_000
+
+
+async def test_stack_runs_are_filtered_by_status_and_type_and_counted(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    kinds = ["plan", "apply", "drift", "apply", "plan", "apply"]
+    ids = [await start(ctx, tenant.token, "acme", "net", kind) for kind in kinds]
+    async with ctx.unit() as unit:
+        for run_id, status in zip(ids, ["failed", "applied", "drifted", "failed", "planned"], strict=False):
+            await unit.session.execute(update(Run).where(Run.id == run_id).values(status=status))
+    failed = await runs_of(client, tenant, status=["FAILED"])
+    assert [n["number"] for n in failed["nodes"]] == [4, 1] and failed["totalCount"] == 2
+    applies = await runs_of(client, tenant, type=["APPLY"])
+    assert [n["number"] for n in applies["nodes"]] == [6, 4, 2] and applies["totalCount"] == 3
+    both = await runs_of(client, tenant, status=["FAILED", "QUEUED"], type=["APPLY"])
+    assert [n["number"] for n in both["nodes"]] == [6, 4] and both["totalCount"] == 2
+    page = await runs_of(client, tenant, first=1, type=["APPLY"])
+    assert [n["number"] for n in page["nodes"]] == [6] and page["pageInfo"]["hasNextPage"]
+    rest = await runs_of(client, tenant, first=5, type=["APPLY"], after=page["pageInfo"]["endCursor"])
+    assert [n["number"] for n in rest["nodes"]] == [4, 2] and not rest["pageInfo"]["hasNextPage"]
+    none = await runs_of(client, tenant, status=["CANCELED"])
+    assert none == {"totalCount": 0, "pageInfo": {"hasNextPage": False, "endCursor": None}, "nodes": []}

@@ -1,0 +1,190 @@
+"""REST reads: run history filtered and paged by query parameters (unknown ones refused, never
+ignored), a run's duration without its queue time, and the whole log however long it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import insert, update
+
+from conftest import Tenant, make_stack
+from firstlume.db.models import LogChunk, Run, RunStep
+from firstlume.db.types import utcnow
+from firstlume.services import dispatch
+from firstlume.services.context import Context
+from support.runs import start
+
+O = "/api/v1/orgs/acme"
+
+
+@pytest.fixture
+async def history(ctx: Context, tenant: Tenant) -> dict[int, tuple[str, str]]:
+    """Twelve runs of `net`, number → (type, status): the older ones finished, the newest queued."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    kinds = ["plan", "apply", "destroy", "drift"]
+    finished = ["applied", "failed", "planned", "canceled", "discarded", "no_changes", "drifted", "failed"]
+    runs: dict[int, tuple[str, str]] = {}
+    for number in range(1, 13):
+        run_id = await start(ctx, tenant.token, "acme", "net", kinds[number % 4])
+        status = finished[number - 1] if number <= len(finished) else "queued"
+        if status != "queued":
+            async with ctx.unit() as unit:
+                await unit.session.execute(update(Run).where(Run.id == run_id).values(status=status))
+        runs[number] = (kinds[number % 4], status)
+    return runs
+
+
+async def listed(client: httpx.AsyncClient, tenant: Tenant, query: str) -> list[int]:
+    response = await client.get(f"{O}/stacks/net/runs{query}", headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    return [r["number"] for r in response.json()["runs"]]
+
+
+async def test_stack_runs_are_filtered_by_status_and_type_and_paged_by_number(
+    client: httpx.AsyncClient, tenant: Tenant, history: dict[int, tuple[str, str]]
+) -> None:
+    newest_first = sorted(history, reverse=True)
+    assert await listed(client, tenant, "") == newest_first
+    assert await listed(client, tenant, "?status=failed") == [8, 2]
+    assert await listed(client, tenant, "?status=failed,queued") == [12, 11, 10, 9, 8, 2]
+    assert await listed(client, tenant, "?status=failed&status=planned") == [8, 3, 2]
+    assert await listed(client, tenant, "?type=apply") == [
+        n for n in newest_first if history[n][0] == "apply"
+    ]
+    assert await listed(client, tenant, "?type=plan&status=queued") == [12]
+    assert await listed(client, tenant, "?limit=5") == newest_first[:5]
+    assert await listed(client, tenant, "?limit=5&before=8") == [7, 6, 5, 4, 3]
+    assert await listed(client, tenant, "?limit=5&before=3") == [2, 1]
+    assert await listed(client, tenant, "?status=failed&before=8") == [2]
+    # Paging by the last number seen walks the whole history once.
+    seen: list[int] = []
+    query = "?limit=4"
+    while page := await listed(client, tenant, query):
+        seen += page
+        query = f"?limit=4&before={page[-1]}"
+    assert seen == newest_first
+
+
+async def test_active_runs_are_filtered_by_status_and_type(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, history: dict[int, tuple[str, str]]
+) -> None:
+    await dispatch.claim_plans(ctx)  # run 9 starts planning; 10 to 12 stay queued
+    response = await client.get(f"{O}/runs?active=true&status=queued", headers=tenant.headers)
+    assert [(r["number"], r["queue_position"]) for r in response.json()["runs"]] == [
+        (10, 1),
+        (11, 2),
+        (12, 3),
+    ]
+    response = await client.get(f"{O}/runs?type=apply", headers=tenant.headers)
+    assert [r["number"] for r in response.json()["runs"]] == [9]
+    response = await client.get(f"{O}/runs?status=failed", headers=tenant.headers)
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "status" and "finished" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "parameter"),
+    [
+        ("/stacks/net/runs?stauts=failed", "stauts"),
+        ("/stacks/net/runs?status=failed&page=2", "page"),
+        ("/runs?active=true&stack=net", "stack"),
+        ("/stacks?folder=prod", "folder"),
+        ("/stacks/net?expand=runs", "expand"),
+        ("/folders?depth=1", "depth"),
+        ("/variables?sensitive=true", "sensitive"),
+        ("/settings?level=stack", "level"),
+        ("/runs/RUN?fields=id", "fields"),
+        ("/runs/RUN/changes?action=delete", "action"),
+        ("/runs/RUN/logs?from=10", "from"),
+    ],
+)
+async def test_unknown_query_parameters_are_refused_naming_them(
+    client: httpx.AsyncClient,
+    ctx: Context,
+    tenant: Tenant,
+    history: dict[int, tuple[str, str]],
+    path: str,
+    parameter: str,
+) -> None:
+    response = await client.get(f"{O}/stacks/net/runs?limit=1", headers=tenant.headers)
+    run_id = response.json()["runs"][0]["id"]
+    response = await client.get(O + path.replace("RUN", run_id), headers=tenant.headers)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["field"] == parameter
+    assert f"'{parameter}'" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("?status=stuck", "status"),
+        ("?status=failed,,nope", "status"),
+        ("?type=deploy", "type"),
+        ("?limit=0", "limit"),
+        ("?limit=501", "limit"),
+        ("?before=soon", "before"),
+        ("?before=0", "before"),
+    ],
+)
+async def test_bad_filter_values_are_refused(
+    client: httpx.AsyncClient, tenant: Tenant, history: dict[int, tuple[str, str]], query: str, field: str
+) -> None:
+    response = await client.get(f"{O}/stacks/net/runs{query}", headers=tenant.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+
+
+async def test_a_runs_duration_starts_with_its_first_phase_not_its_arrival(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, "acme", "net", "plan")
+    queued = (await client.get(f"{O}/runs/{run_id}", headers=tenant.headers)).json()
+    assert (queued["started_at"], queued["duration_ms"]) == (None, None)
+    canceled = (await client.post(f"{O}/runs/{run_id}/cancel", headers=tenant.headers)).json()
+    # Canceled while queued: it never started, so it took no time at all.
+    assert canceled["finished_at"] is not None and (canceled["started_at"], canceled["duration_ms"]) == (
+        None,
+        None,
+    )
+
+
+# The whole log -------------------------------------------------------------------------------
+
+
+async def test_the_whole_log_is_returned_however_many_chunks_it_has(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, "acme", "net", "plan")
+    chunks: list[dict[str, Any]] = []
+    offset = 0
+    for i in range(12_001):
+        step = "init" if i < 6_000 else "plan"
+        text = f"{step} line {i}\n"
+        chunks.append({"run_id": run_id, "offset": offset, "step": step, "text": text})
+        offset += len(text)
+    async with ctx.unit() as unit:
+        await unit.session.execute(insert(LogChunk), chunks)
+        await unit.session.execute(
+            insert(RunStep),
+            [
+                {"run_id": run_id, "name": n, "position": i, "status": "done"}
+                for i, n in enumerate(("init", "plan"))
+            ],
+        )
+        await unit.session.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(log_length=offset, status="failed", finished_at=utcnow())
+        )
+    whole = await client.get(f"{O}/runs/{run_id}/logs", headers=tenant.headers)
+    assert whole.status_code == 200 and whole.headers["content-type"].startswith("text/plain")
+    assert whole.text == "".join(c["text"] for c in chunks)
+    plan = await client.get(f"{O}/runs/{run_id}/logs?step=plan", headers=tenant.headers)
+    assert plan.text == "".join(c["text"] for c in chunks if c["step"] == "plan")
+    followed = await client.get(f"{O}/runs/{run_id}/logs?follow=true", headers=tenant.headers)
+    assert followed.text == whole.text
