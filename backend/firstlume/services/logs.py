@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import LogChunk, Run, RunStep
 from firstlume.domain.runs import FINISHED, FINISHED_STEP_STATUSES
+from firstlume.protocol.events import Event, LogAppended, RunStatusChanged, StepChanged
 from firstlume.pubsub import CLOSED, run_channel
 from firstlume.services.context import Context
 
@@ -87,24 +88,21 @@ class LogTail:
             self.offset = part.next_offset
             yield part
 
-    def ends_with(self, event: dict[str, Any]) -> bool:
-        if event.get("type") == "status":
-            return _run_finished(event.get("status"))
+    def ends_with(self, event: Event) -> bool:
+        if isinstance(event, RunStatusChanged):
+            return event.status in FINISHED
         return (
             self.step is not None
-            and event.get("type") == "step"
-            and event.get("step") == self.step
-            and event.get("status") in FINISHED_STEP_STATUSES
+            and isinstance(event, StepChanged)
+            and event.step == self.step
+            and event.status in FINISHED_STEP_STATUSES
         )
 
-    def news_in(self, event: dict[str, Any]) -> int | None:
+    def news_in(self, event: Event) -> int | None:
         """For a log event with text past the offset (of our step), where that text ends."""
-        if event.get("type") != "log" or (self.step is not None and event.get("step") != self.step):
+        if not isinstance(event, LogAppended) or (self.step is not None and event.step != self.step):
             return None
-        end = event.get("end")
-        if not isinstance(end, int):
-            return self.offset + 1
-        return end if end > self.offset else None
+        return event.end if event.end > self.offset else None
 
 
 async def follow_log(ctx: Context, tail: LogTail) -> AsyncIterator[LogSlice]:

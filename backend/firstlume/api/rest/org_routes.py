@@ -11,9 +11,10 @@ from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stacks_json, variable_json
+from firstlume.api.validation import command
 from firstlume.db.models import Organization
-from firstlume.domain.errors import InvalidRequest
 from firstlume.services import accounts, catalog, inherited
+from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings, PutVariable
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
 
@@ -55,7 +56,7 @@ async def create_stack(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
-        stack = await catalog.create_stack(unit.session, ctx.keyring, org, body)
+        stack = await catalog.create_stack(unit.session, ctx.keyring, org, command(CreateStack, body))
         [payload] = await stacks_json(unit.session, [stack])
     return JSONResponse(payload, status_code=201)
 
@@ -79,13 +80,8 @@ async def list_folders(request: Request) -> Response:
 @endpoint
 async def create_folder(request: Request) -> Response:
     body = await json_body(request)
-    unknown = sorted(set(body) - {"path"})
-    if unknown:
-        raise InvalidRequest(f"Unknown field '{unknown[0]}'; a folder takes only 'path'.", field=unknown[0])
-    if "path" not in body:
-        raise InvalidRequest("'path' is required, such as \"prod/eu\".", field="path")
     async with org_request(request) as (unit, _, org):
-        folder, created = await catalog.ensure_folder(unit.session, org, body["path"])
+        folder, created = await catalog.ensure_folder(unit.session, org, command(CreateFolder, body))
         payload = folder_json(folder)
     return JSONResponse(payload, status_code=201 if created else 200)
 
@@ -109,7 +105,7 @@ async def patch_settings(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit, org, request)
-        inherited.patch_settings(scope, body)
+        inherited.patch_settings(scope, command(PatchSettings, body))
         await unit.session.flush()
         return JSONResponse(await _settings_payload(unit, scope))
 
@@ -136,9 +132,8 @@ async def put_variable(request: Request) -> Response:
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit, org, request)
-        variable = await inherited.put_variable(
-            unit.session, ctx.keyring, scope, request.path_params["name"], body
-        )
+        put = command(PutVariable, body, name=request.path_params["name"])
+        variable = await inherited.put_variable(unit.session, ctx.keyring, scope, put)
         value = None if variable.sensitive else inherited.reveal(ctx.keyring, variable)
         return JSONResponse(variable_json(variable, value))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 from sqlalchemy import select
 from starlette.requests import Request
@@ -13,10 +13,12 @@ from starlette.routing import Route
 from firstlume.api.rest.http import context_of, endpoint, json_body
 from firstlume.api.rest.org_routes import org_request
 from firstlume.api.rest.serializers import changes_json, runs_json
+from firstlume.api.validation import command
 from firstlume.db.models import ResourceChange, Run, RunStep
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import FINISHED
 from firstlume.services import catalog, runs
+from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Context, Unit
 from firstlume.services.logs import LogTail, follow_log, read_log
 
@@ -26,7 +28,7 @@ async def start_run(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
         stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
-        run = await runs.start_run(unit, actor, stack, body)
+        run = await runs.start_run(unit, actor, stack, command(StartRun, body))
         [payload] = await runs_json(unit.session, [run])
     return JSONResponse(payload, status_code=201)
 
@@ -87,15 +89,17 @@ async def get_changes(request: Request) -> Response:
         return JSONResponse(changes_json(run, rows))
 
 
-RunAction = Callable[[Unit, Actor, Run, dict[str, Any]], Awaitable[Run]]
+C = TypeVar("C", bound=Command)
 
 
-async def _act_on_run(request: Request, action: RunAction) -> Run:
+async def _act_on_run(
+    request: Request, model: type[C], action: Callable[[Unit, Actor, Run, C], Awaitable[Run]]
+) -> Run:
     """A decision on a run (approve, discard, cancel): the run's row is locked while it is taken."""
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
         run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        return await action(unit, actor, run, body)
+        return await action(unit, actor, run, command(model, body))
 
 
 async def _reply(request: Request, run: Run) -> Response:
@@ -106,19 +110,17 @@ async def _reply(request: Request, run: Run) -> Response:
 
 @endpoint
 async def approve(request: Request) -> Response:
-    return await _reply(request, await _act_on_run(request, runs.approve_run))
+    return await _reply(request, await _act_on_run(request, ApproveRun, runs.approve_run))
 
 
 @endpoint
 async def discard(request: Request) -> Response:
-    return await _reply(
-        request, await _act_on_run(request, lambda unit, actor, run, _: runs.discard_run(unit, actor, run))
-    )
+    return await _reply(request, await _act_on_run(request, DiscardRun, runs.discard_run))
 
 
 @endpoint
 async def cancel(request: Request) -> Response:
-    run = await _act_on_run(request, lambda unit, actor, run, _: runs.cancel_run(unit, actor, run))
+    run = await _act_on_run(request, CancelRun, runs.cancel_run)
     launcher = getattr(request.app.state, "launcher", None)
     if launcher is not None:
         await launcher.cancel(run.id)
