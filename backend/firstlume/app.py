@@ -48,7 +48,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         db = Database(settings.database_url)
         pubsub = PubSub(settings.pubsub_url)
         await pubsub.connect()
-        relay = OutboxRelay(db, pubsub)
+        # The relay has a connection of its own: a burst of requests never holds up events, and
+        # the relay never takes a request's connection.
+        relay_db = Database(settings.database_url, pool_size=1, max_overflow=1)
+        relay = OutboxRelay(relay_db, pubsub)
         ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
         app.state.ctx = ctx
         await relay.start()
@@ -65,6 +68,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await scheduler.stop()
             await relay.stop()
             await pubsub.disconnect()
+            await relay_db.dispose()
             await db.dispose()
 
     routes: list[BaseRoute] = [

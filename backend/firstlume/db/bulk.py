@@ -31,9 +31,10 @@ UPDATE resource_changes SET state = :to, stages = (
 )
 WHERE run_id = :run_id{row}
 """
-_STAGE_IN_STATE = {
-    "postgresql": "stage ->> 'state' = :from",
-    "sqlite": "json_extract(value, '$.state') = :from",
+# asyncpg wants one type per parameter: PostgreSQL's are all cast to text.
+_IN_STATE = {
+    "postgresql": ("stage ->> 'state' = CAST(:from AS text)", " AND state = CAST(:from AS text)"),
+    "sqlite": ("json_extract(value, '$.state') = :from", " AND state = :from"),
 }
 
 
