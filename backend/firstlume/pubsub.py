@@ -55,6 +55,9 @@ PUBLISH_FAILURES = Counter(
 )
 
 
+# How the event connection shows in pg_stat_activity.
+APPLICATION_NAME = "firstlume-pubsub"
+
 # What ends a PostgreSQL connection from the outside, as asyncpg reports it.
 CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, TimeoutError)
 
@@ -103,7 +106,7 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
                 await conn.close(timeout=5)
 
     async def _open(self) -> asyncpg.Connection:
-        conn = await asyncpg.connect(self._url)
+        conn = await asyncpg.connect(self._url, server_settings={"application_name": APPLICATION_NAME})
         try:
             for channel in sorted(self._channels):
                 await conn.add_listener(channel, self._on_notification)
