@@ -87,7 +87,7 @@ async def run_in(ctx: Context, tenant: Tenant, status: RunStatus) -> str:
                     replaced_because=[],
                     state=state,
                     stages=stages,
-                )  # fmt: skip
+                )
             )
         steps = dict(STEPS)
         if status is S.AWAITING_APPROVAL:

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import select
 
 from firstlume.db.models import Run
-from firstlume.services import accounts, catalog, dispatch, execution, runs
 from firstlume.domain.runs import RunType
+from firstlume.services import accounts, catalog, dispatch, execution, runs
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 

@@ -9,7 +9,6 @@ from sqlalchemy import select
 from firstlume.db.models import Base
 from firstlume.services.context import Context
 
-
 # The outbox relay's own bookkeeping moves in the background, whatever a request did; the events
 # themselves are part of the snapshot.
 DELIVERY_COLUMNS = {"outbox": {"attempts", "available_at", "published_at", "last_error"}}
