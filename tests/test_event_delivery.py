@@ -274,3 +274,28 @@ async def test_a_served_control_plane_keeps_answering_and_publishing_when_postgr
     finally:
         await listening.close()
         await asyncio.to_thread(stop_live_server, server)
+
+
+async def test_two_relays_publish_each_event_exactly_once(ctx: Context) -> None:
+    from firstlume.db.engine import Database
+    from firstlume.services import outbox
+    from firstlume.services.outbox import OutboxRelay
+
+    events = [LogAppended(run_id="r1", step="plan", offset=i, end=i + 1) for i in range(600)]
+    async with ctx.unit() as unit:
+        for event in events:
+            outbox.record(unit, event, ["run_r1"])
+    # Two processes: each its own engine; they share one broker, which counts what arrives.
+    relays = [OutboxRelay(Database(ctx.settings.database_url), ctx.pubsub, batch=50) for _ in range(2)]
+    async with ctx.pubsub.subscribe("run_r1") as heard:
+        published = await asyncio.gather(*(relay.publish_pending() for relay in relays))
+        received = []
+        while len(received) < len(events):
+            event = await heard.next(seconds=10)
+            assert event is not None, f"only {len(received)} events arrived"
+            received.append(event)
+        assert heard.pending() == []
+    for relay in relays:
+        await relay.db.dispose()
+    assert sum(published) == len(events)
+    assert sorted(received, key=lambda e: e.offset) == events  # type: ignore[union-attr]
