@@ -153,10 +153,15 @@ async def test_a_broker_outage_after_commit_answers_success_and_the_events_arriv
             from_status=RunStatus.AWAITING_APPROVAL,
         ),
     ]
+
+    # The relay marks them published when its pass commits, just after sending them.
+    async def all_published() -> bool:
+        async with ctx.db.transaction() as session:
+            return all(r.published_at is not None for r in await session.scalars(select(OutboxEvent)))
+
+    await eventually(all_published, 30, "the outbox rows marked published")
     async with ctx.db.transaction() as session:
-        assert all(r.published_at is not None for r in await session.scalars(select(OutboxEvent)))
-        states = set(await session.scalars(select(ResourceChange.state)))
-    assert states == {ResourceState.PENDING}
+        assert set(await session.scalars(select(ResourceChange.state))) == {ResourceState.PENDING}
 
 
 # PostgreSQL ends the connections -------------------------------------------------------------
@@ -209,10 +214,12 @@ async def test_live_events_flow_again_after_postgresql_ends_the_event_connection
                     await publisher.publish("run_r1", after)
                 except PublishFailed:
                     return False
-                # A None is the listener's resync (or a quiet moment): events may have been missed.
-                while (event := await events.next(seconds=0.5)) is None:
-                    pass
-                return event == after
+                # Sent before the listener listens again, it is lost: then the next try counts.
+                deadline = time.monotonic() + 1
+                while (left := deadline - time.monotonic()) > 0:
+                    if await events.next(seconds=left) == after:
+                        return True
+                return False
 
             await eventually(delivered, 30, "an event published after the connections came back")
     finally:

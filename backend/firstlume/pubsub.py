@@ -70,10 +70,17 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
     """
 
     def __init__(
-        self, url: str, *, max_backoff: float = 5.0, probe_interval: float = 10.0, probe_timeout: float = 5.0
+        self,
+        url: str,
+        *,
+        max_backoff: float = 5.0,
+        check_interval: float = 0.5,
+        probe_interval: float = 10.0,
+        probe_timeout: float = 5.0,
     ) -> None:
         self._url = url
         self._max_backoff = max_backoff
+        self._check_interval = check_interval
         self._probe_interval = probe_interval
         self._probe_timeout = probe_timeout
         self._conn: asyncpg.Connection | None = None
@@ -83,10 +90,6 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         self._closing = False
         self._reconnecting: asyncio.Task[None] | None = None
         self._probe: asyncio.Task[None] | None = None
-
-    @property
-    def connected(self) -> bool:
-        return self._conn is not None and not self._conn.is_closed()
 
     async def connect(self) -> None:
         self._closing = False
@@ -154,12 +157,22 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
             return
 
     async def _probe_forever(self) -> None:
-        """A connection that died without a word (a dropped network path, no FIN) is noticed here."""
+        """asyncpg does not always call its termination listeners (when it reads the server's
+        FATAL message before the socket closes, it closes the connection itself), and a
+        connection can also die without a word (a dropped network path): both are noticed here."""
+        ticks = 0
         while True:
-            await asyncio.sleep(self._probe_interval)
+            await asyncio.sleep(self._check_interval)
+            ticks += 1
             conn = self._conn
             if conn is None:
                 continue
+            if conn.is_closed():
+                self._lost(conn)
+                continue
+            if ticks * self._check_interval < self._probe_interval:
+                continue
+            ticks = 0
             try:
                 async with self._turn:
                     await asyncio.wait_for(conn.execute("SELECT 1"), self._probe_timeout)
@@ -180,6 +193,7 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         async with self._turn:
             conn = self._conn
             if conn is None or conn.is_closed():
+                self._lost(conn)
                 return
             try:
                 await operation(conn)
@@ -190,6 +204,7 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         async with self._turn:
             conn = self._conn
             if conn is None or conn.is_closed():
+                self._lost(conn)
                 raise PublishFailed("The event connection to PostgreSQL is down; it is reconnecting.")
             try:
                 await conn.execute("SELECT pg_notify($1, $2)", channel, message)
