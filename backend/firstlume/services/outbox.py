@@ -77,6 +77,7 @@ class OutboxRelay:
         self.longest_backoff = longest_backoff
         self.cleanup_interval = cleanup_interval
         self._kicked = asyncio.Event()
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
     def kick(self) -> None:
@@ -84,18 +85,25 @@ class OutboxRelay:
         self._kicked.set()
 
     async def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="firstlume-outbox-relay")
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    async def stop(self, grace: float = 5.0) -> None:
+        """Publishes what the last requests wrote, then stops. The loop ends between passes:
+        cancelling a pass inside a database call does not reliably end it (the driver can turn
+        the cancellation into an error of its own, which the loop survives)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        self._kicked.set()
         try:
-            await self.publish_pending()  # what the last requests wrote, before the broker goes
+            await asyncio.wait_for(task, grace)
+        except TimeoutError:
+            log.warning(
+                "the outbox relay did not stop within %gs; unpublished events wait for the next start",
+                grace,
+            )
         except Exception:
             log.warning("the outbox relay could not publish everything before stopping", exc_info=True)
 
@@ -103,14 +111,17 @@ class OutboxRelay:
         loop = asyncio.get_running_loop()
         next_cleanup = loop.time()
         while True:
+            stopping = self._stopping
             self._kicked.clear()
             try:
                 await self.publish_pending()
-                if loop.time() >= next_cleanup:
+                if not stopping and loop.time() >= next_cleanup:
                     await self.delete_old()
                     next_cleanup = loop.time() + self.cleanup_interval
             except Exception:  # the database is unreachable: try again at the next poll
                 log.exception("the outbox relay's pass failed")
+            if stopping:
+                return
             try:
                 await asyncio.wait_for(self._kicked.wait(), self.interval)
             except TimeoutError:
