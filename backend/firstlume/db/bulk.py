@@ -13,22 +13,27 @@ from firstlume.domain.runs import ResourceState
 
 # {row} narrows the changes, {stage} the stages, to those in the state changes move from.
 _POSTGRESQL = """
-UPDATE resource_changes SET state = CAST(:to AS text), stages = COALESCE((
-    SELECT json_agg(
-        CASE WHEN {stage} THEN json_build_object('action', stage -> 'action', 'state', CAST(:to AS text))
-        ELSE stage END ORDER BY n)
-    FROM json_array_elements(resource_changes.stages) WITH ORDINALITY AS s(stage, n)
-), '[]'::json)
+UPDATE resource_changes SET state = CAST(:to AS text), stages = CASE
+    WHEN json_array_length(stages) = 0 THEN stages
+    ELSE (
+        SELECT json_agg(
+            CASE WHEN {stage} THEN json_build_object('action', stage -> 'action', 'state', CAST(:to AS text))
+            ELSE stage END ORDER BY n)
+        FROM json_array_elements(resource_changes.stages) WITH ORDINALITY AS s(stage, n)
+    ) END
 WHERE run_id = :run_id{row}
 """
 # json_each yields a list's items in order; json() keeps each item an object, not a string.
+# Only a replacement has stages: the others keep their empty list untouched.
 _SQLITE = """
-UPDATE resource_changes SET state = :to, stages = (
-    SELECT json_group_array(json(
-        CASE WHEN {stage} THEN json_object('action', json_extract(value, '$.action'), 'state', :to)
-        ELSE value END))
-    FROM (SELECT value FROM json_each(resource_changes.stages) ORDER BY key)
-)
+UPDATE resource_changes SET state = :to, stages = CASE
+    WHEN json_array_length(stages) = 0 THEN stages
+    ELSE (
+        SELECT json_group_array(json(
+            CASE WHEN {stage} THEN json_object('action', json_extract(value, '$.action'), 'state', :to)
+            ELSE value END))
+        FROM (SELECT value FROM json_each(resource_changes.stages) ORDER BY key)
+    ) END
 WHERE run_id = :run_id{row}
 """
 # asyncpg wants one type per parameter: PostgreSQL's are all cast to text.
