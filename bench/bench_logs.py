@@ -27,7 +27,9 @@ import httpx
 import websockets
 from served import PG_SERVER, context, database, describe, environment, seed, served
 
+from firstlume.domain.runs import RunType
 from firstlume.services import dispatch
+from firstlume.services.commands import StartRun
 from firstlume.services.runs import start_run
 
 SUBSCRIPTION = 'subscription($id: ID!) { runLog(org: "bench", runId: $id) { text nextOffset } }'
@@ -136,7 +138,7 @@ async def main(subscribers: int, lines: int) -> None:
 
                     actor, org = await accounts.authenticate_in_org(unit.session, tenant.token, "bench")
                     stack = await catalog.stack_by_slug(unit.session, org, "net")
-                    run = await start_run(unit, actor, stack, {"type": "plan"})
+                    run = await start_run(unit, actor, stack, StartRun(type=RunType.PLAN))
                 [launch] = await dispatch.claim_plans(ctx)
             with served(environment(url, data)) as server:
                 base = server.url

@@ -26,6 +26,7 @@ from firstlume.db.migrate import upgrade
 from firstlume.keys import load_keyring
 from firstlume.pubsub import PubSub
 from firstlume.services import accounts, catalog
+from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 from firstlume.settings import Settings
 
@@ -99,7 +100,7 @@ async def seed(ctx: Context, stacks: tuple[str, ...] = ("net",)) -> Tenant:
         token = await accounts.create_token(unit.session, "bench", "bench@example.com")
         for slug in stacks:
             await catalog.create_stack(
-                unit.session, ctx.keyring, org, {"slug": slug, "repository": "file:///repo"}
+                unit.session, ctx.keyring, org, CreateStack(slug=slug, repository="file:///repo")
             )
     return Tenant("bench", token)
 

@@ -30,6 +30,7 @@ from firstlume.db.migrate import upgrade
 from firstlume.keys import load_keyring
 from firstlume.pubsub import PubSub
 from firstlume.services import accounts, catalog
+from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 from firstlume.settings import Settings
 
@@ -137,7 +138,7 @@ async def make_stack(ctx: Context, tenant: Tenant, body: dict[str, Any]) -> None
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        await catalog.create_stack(unit.session, ctx.keyring, org, body)
+        await catalog.create_stack(unit.session, ctx.keyring, org, CreateStack.model_validate(body))
 
 
 @pytest.fixture

@@ -8,7 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from conftest import PG_SERVER
+from firstlume.domain.runs import RunStatus
+from firstlume.protocol.events import LogAppended, RunStatusChanged
 from firstlume.pubsub import CLOSED, PubSub
+
+PLANNING = RunStatusChanged(run_id="r1", org_id="o1", status=RunStatus.PLANNING, from_status=RunStatus.QUEUED)
+
+
+def log_event(n: int) -> LogAppended:
+    return LogAppended(run_id="r1", step="plan", offset=n, end=n + 1)
 
 
 @pytest.fixture(params=["memory", "postgres"])
@@ -31,7 +39,7 @@ async def test_many_subscribers_joining_at_once_all_hear_the_event(pubsubs: tupl
     ready = asyncio.Event()
     joined = 0
 
-    async def subscriber() -> dict[str, object] | None:
+    async def subscriber() -> object:
         nonlocal joined
         async with listener.subscribe("run_race") as events:
             joined += 1
@@ -41,18 +49,18 @@ async def test_many_subscribers_joining_at_once_all_hear_the_event(pubsubs: tupl
 
     tasks = [asyncio.create_task(subscriber()) for _ in range(40)]
     await asyncio.wait_for(ready.wait(), 10)
-    await publisher.publish("run_race", {"type": "status", "status": "planning"})
+    await publisher.publish("run_race", PLANNING)
     received = await asyncio.gather(*tasks)
-    assert received == [{"type": "status", "status": "planning"}] * 40
+    assert received == [PLANNING] * 40
 
 
 async def test_a_timed_wait_does_not_end_the_subscription(pubsubs: tuple[PubSub, PubSub]) -> None:
     listener, publisher = pubsubs
     async with listener.subscribe("run_timeout") as events:
         assert await events.next(seconds=0.05) is None
-        await publisher.publish("run_timeout", {"n": 1})
-        await publisher.publish("run_timeout", {"n": 2})
-        assert await events.next(seconds=10) == {"n": 1}
-        if events.pending() != [{"n": 2}]:  # over PostgreSQL the second may still be in flight
-            assert await events.next(seconds=10) == {"n": 2}
-        assert not events.closed and CLOSED["type"] == "closed"
+        await publisher.publish("run_timeout", log_event(1))
+        await publisher.publish("run_timeout", log_event(2))
+        assert await events.next(seconds=10) == log_event(1)
+        if events.pending() != [log_event(2)]:  # over PostgreSQL the second may still be in flight
+            assert await events.next(seconds=10) == log_event(2)
+        assert not events.closed and CLOSED.type == "closed"

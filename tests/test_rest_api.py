@@ -300,3 +300,59 @@ async def test_unknown_org_and_other_orgs_are_indistinguishable(
     unknown = await client.get("/api/v1/orgs/initech/stacks", headers=tenant.headers)
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "No organization 'initech'."
     assert await snapshot(ctx) == before
+
+
+REFUSALS = [
+    # (method, path, body, field, message): one sentence a person understands, naming the field.
+    ("POST", "/stacks/net/runs", '{"type": "yolo"}', "type", "'type' must be one of plan, apply, destroy, drift; got 'yolo'."),
+    ("POST", "/stacks/net/runs", "{}", "type", "'type' is required: one of plan, apply, destroy, drift."),
+    ("POST", "/stacks/net/runs", '{"type": "plan", "extra": 1}', "extra", "Unknown field 'extra'; a run takes only 'type'."),
+    ("POST", "/stacks", '{"slug": "ok"}', "repository", "'repository' is required."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": null}', "repository", "'repository' must be a string; got null."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": "  "}', "repository", "'repository' must not be empty."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "branch": "' + "b" * 300 + '"}', "branch", "'branch' must be at most 255 characters."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "colour": "red"}', "colour", "Unknown field 'colour'; a stack takes branch, folder, git_https_token, git_ssh_key, name, path, repository, slug."),
+    ("POST", "/folders", "{}", "path", "'path' is required: a folder path such as \"prod/eu\"."),
+    ("PATCH", "/settings", '{"require_approval": "yes"}', "require_approval", "'require_approval' must be true, false or null; got a string."),
+    ("PATCH", "/settings", '{"approvers": ["x"]}', "approvers", "Unknown setting 'approvers'; the settings are confirm_destructive, require_approval."),
+    ("PATCH", "/settings", "{}", None, "Send at least one of require_approval, confirm_destructive."),
+    ("PUT", "/variables/ok", '{"value": "x", "kind": "file"}', "kind", "'kind' must be one of terraform, env; got 'file'."),
+    ("PUT", "/variables/ok", '{"value": {"a": 1}, "kind": "env"}', "value", "An env variable's 'value' must be a string."),
+    ("PUT", "/variables/ok", '{"value": "x", "name": "other"}', "name", "Unknown field 'name'; a variable takes kind, sensitive, value."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field", "message"), REFUSALS)
+async def test_refusals_name_the_field_in_one_sentence(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    stack: str,
+    method: str,
+    path: str,
+    body: str,
+    field: str | None,
+    message: str,
+) -> None:
+    response = await client.request(method, O + path, content=body, headers=tenant.headers)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error.get("field"), error["message"]) == ("invalid_request", field, message)
+
+
+async def test_approval_refuses_what_is_not_a_list_of_addresses_and_discard_takes_no_fields(
+    client: httpx.AsyncClient, tenant: Tenant, stack: str, ctx: Context
+) -> None:
+    run = (
+        await client.post(f"{O}/stacks/{stack}/runs", headers=tenant.headers, content='{"type": "apply"}')
+    ).json()
+    before = await snapshot(ctx)
+    for action, body, field, message in [
+        ("approve", '{"acknowledged": "a"}', "acknowledged", "'acknowledged' must be a list of resource addresses (strings); got a string."),
+        ("approve", '{"acknowledged": ["a", 7]}', "acknowledged", "'acknowledged' must be a list of resource addresses (strings); got a number at position 1."),
+        ("discard", '{"reason": "x"}', "reason", "Unknown field 'reason'; discarding a run takes no fields."),
+        ("cancel", '{"force": true}', "force", "Unknown field 'force'; canceling a run takes no fields."),
+    ]:  # fmt: skip
+        response = await client.post(f"{O}/runs/{run['id']}/{action}", headers=tenant.headers, content=body)
+        assert response.status_code == 422, response.text
+        assert (response.json()["error"]["field"], response.json()["error"]["message"]) == (field, message)
+    assert await snapshot(ctx) == before

@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 
 from conftest import Tenant, make_stack
+from firstlume.domain.runs import RunStatus
 from firstlume.launchers import manifests
 from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.launchers.kubernetes import KubernetesLauncher
+from firstlume.protocol.events import RunStatusChanged
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services import accounts, dispatch, runs
+from firstlume.services.commands import ApproveRun, CancelRun
 from firstlume.services.context import Context
 from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
@@ -91,8 +94,8 @@ async def planned_then_canceled(ctx: Context, tenant: Tenant, kube: FakeKube, ru
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
         run = await runs.run_in_org(unit.session, org, run_id, lock=True)
-        run = await runs.approve_run(unit, actor, run, {"acknowledged": []})
-        await runs.cancel_run(unit, actor, run)
+        run = await runs.approve_run(unit, actor, run, ApproveRun(acknowledged=[]))
+        await runs.cancel_run(unit, actor, run, CancelRun())
     assert await status_of(ctx, run_id) == "canceled"
 
 
@@ -178,14 +181,18 @@ async def test_a_failed_cleanup_is_retried_at_the_next_pass(ctx: Context, tenant
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        await runs.cancel_run(unit, actor, await runs.run_in_org(unit.session, org, run_id, lock=True))
+        await runs.cancel_run(
+            unit, actor, await runs.run_in_org(unit.session, org, run_id, lock=True), CancelRun()
+        )
     launcher = FlakyCleanup()
     scheduler = Scheduler(ctx, launcher, cancel_reconcile_seconds=3600)
     await scheduler.tick()
     assert launcher.canceled == [] and launcher.failures == 0
     await scheduler.tick()
     assert launcher.canceled == [run_id]
-    scheduler.notice({"type": "status", "run_id": run_id, "status": "canceled"})  # heard again later
+    scheduler.notice(
+        RunStatusChanged(run_id=run_id, org_id="org", status=RunStatus.CANCELED)
+    )  # heard again later
     await scheduler.tick()
     assert launcher.canceled == [run_id]
 

@@ -1,5 +1,5 @@
 """create_app(settings): the control plane. Mounts REST, GraphQL and the SPA; the lifespan owns
-the database engine, the pub/sub connection and the scheduler."""
+the database engine, the pub/sub connection, the outbox relay and the scheduler."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from firstlume.launchers.base import Launcher
 from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
+from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
 log = logging.getLogger("firstlume")
@@ -47,8 +48,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         db = Database(settings.database_url)
         pubsub = PubSub(settings.pubsub_url)
         await pubsub.connect()
-        ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub)
+        # The relay has a connection of its own: a burst of requests never holds up events, and
+        # the relay never takes a request's connection.
+        relay_db = Database(settings.database_url, pool_size=1, max_overflow=1)
+        relay = OutboxRelay(relay_db, pubsub)
+        ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
         app.state.ctx = ctx
+        await relay.start()
         scheduler = None
         if settings.scheduler_enabled:
             scheduler = Scheduler(ctx, build_launcher(settings))
@@ -58,7 +64,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             if scheduler is not None:
                 await scheduler.stop()
+            await relay.stop()
             await pubsub.disconnect()
+            await relay_db.dispose()
             await db.dispose()
 
     routes: list[BaseRoute] = [

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from firstlume.db.models import Organization, Stack
 from firstlume.services import accounts, catalog
+from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 
 EXAMPLE = Path(__file__).parent / "examples" / "demo-stack"
@@ -66,6 +67,6 @@ async def seed_demo(ctx: Context) -> Demo:
                 session,
                 ctx.keyring,
                 org,
-                {"slug": DEMO_STACK, "name": "Demo", "folder": "examples", "repository": url},
+                CreateStack(slug=DEMO_STACK, name="Demo", folder="examples", repository=url),
             )
     return Demo(org=DEMO_ORG, stack=DEMO_STACK, token=token)

@@ -1,21 +1,36 @@
 """Live events between processes. The only module that imports `broadcaster`.
 
-Messages are small JSON envelopes (ids, statuses, offsets), never whole logs: PostgreSQL NOTIFY
-payloads must stay under 8000 bytes. A subscriber that needs data reads it from the database,
-which stays the source of truth.
+Messages are the typed events of protocol/events.py: small JSON envelopes (ids, statuses,
+offsets), never whole logs, since PostgreSQL NOTIFY payloads must stay under 8000 bytes. A
+subscriber that needs data reads it from the database, which stays the source of truth.
+
+On PostgreSQL the event connection survives the server ending it (a restart, a failover,
+`pg_terminate_backend`): it reconnects with backoff, listens again on every channel that has
+subscribers, and then gives each of them a `Resync`, since events sent meanwhile were lost.
+While it is down, `publish` raises PublishFailed at once; callers decide whether to retry (the
+outbox relay) or to drop a best-effort wake-up.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
+import random
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
+import asyncpg
 from broadcaster import Broadcast
-from broadcaster._backends.postgres import PostgresBackend
+from broadcaster._backends.base import BroadcastBackend
+from broadcaster._base import Event as BroadcastEvent
 from broadcaster._base import Unsubscribed
+from prometheus_client import Counter
+from pydantic import ValidationError
+
+from firstlume.protocol.events import Closed, Event, Resync, decode, encode
+
+log = logging.getLogger("firstlume.pubsub")
 
 
 def run_channel(run_id: str) -> str:
@@ -29,31 +44,181 @@ def org_runs_channel(org_id: str) -> str:
 SCHEDULER_CHANNEL = "firstlume_scheduler"
 
 
-class _SerializedPostgresBackend(PostgresBackend):
-    """broadcaster shares one asyncpg connection for LISTEN and NOTIFY, and asyncpg refuses
-    concurrent operations on a connection ("another operation is in progress"), so calls from
-    concurrent requests and subscribers take turns."""
+class PublishFailed(Exception):
+    """The event could not be handed to the broker (its connection is down)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+
+PUBLISH_FAILURES = Counter(
+    "firstlume_event_publish_failures",
+    "Events that could not be handed to the pub/sub broker, by event type.",
+    ["event"],
+)
+
+
+# How the event connection shows in pg_stat_activity.
+APPLICATION_NAME = "firstlume-pubsub"
+
+# What ends a PostgreSQL connection from the outside, as asyncpg reports it.
+CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, TimeoutError)
+
+
+class _ReconnectingPostgresBackend(BroadcastBackend):
+    """LISTEN/NOTIFY on one asyncpg connection that comes back after it is lost.
+
+    asyncpg refuses concurrent operations on one connection ("another operation is in
+    progress"), so LISTEN, UNLISTEN, NOTIFY and the liveness probe take turns.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_backoff: float = 5.0,
+        check_interval: float = 0.5,
+        probe_interval: float = 10.0,
+        probe_timeout: float = 5.0,
+    ) -> None:
+        self._url = url
+        self._max_backoff = max_backoff
+        self._check_interval = check_interval
+        self._probe_interval = probe_interval
+        self._probe_timeout = probe_timeout
+        self._conn: asyncpg.Connection | None = None
+        self._channels: set[str] = set()
+        self._queue: asyncio.Queue[BroadcastEvent] = asyncio.Queue()
         self._turn = asyncio.Lock()
+        self._closing = False
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._probe: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self._closing = False
+        self._conn = await self._open()
+        self._probe = asyncio.create_task(self._probe_forever(), name="firstlume-pubsub-probe")
+
+    async def disconnect(self) -> None:
+        self._closing = True
+        for task in (self._reconnecting, self._probe):
+            if task is not None:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed():
+            with suppress(*CONNECTION_ERRORS):
+                await conn.close(timeout=5)
+
+    async def _open(self) -> asyncpg.Connection:
+        conn = await asyncpg.connect(self._url, server_settings={"application_name": APPLICATION_NAME})
+        try:
+            for channel in sorted(self._channels):
+                await conn.add_listener(channel, self._on_notification)
+        except BaseException:
+            conn.terminate()
+            raise
+        conn.add_termination_listener(self._on_terminated)
+        return conn
+
+    def _on_notification(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
+        self._queue.put_nowait(BroadcastEvent(channel=channel, message=payload))
+
+    def _on_terminated(self, conn: Any) -> None:
+        self._lost(conn)
+
+    def _lost(self, conn: Any) -> None:
+        """The connection is gone (or unusable): drop it and reconnect in the background."""
+        if conn is not None and conn is not self._conn:
+            return  # an older connection, already replaced
+        if self._conn is not None and not self._conn.is_closed():
+            self._conn.terminate()
+        self._conn = None
+        if self._closing or (self._reconnecting is not None and not self._reconnecting.done()):
+            return
+        log.warning("the pub/sub connection to PostgreSQL was lost; reconnecting")
+        self._reconnecting = asyncio.get_running_loop().create_task(
+            self._reconnect(), name="firstlume-pubsub-reconnect"
+        )
+
+    async def _reconnect(self) -> None:
+        delay = 0.05
+        while not self._closing:
+            try:
+                async with self._turn:
+                    self._conn = await self._open()
+            except CONNECTION_ERRORS as error:
+                log.warning("pub/sub reconnect failed (%s); next try in %.1fs", error, delay)
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, self._max_backoff)
+                continue
+            log.warning("the pub/sub connection to PostgreSQL is back")
+            resync = encode(Resync())
+            for channel in list(self._channels):
+                self._queue.put_nowait(BroadcastEvent(channel=channel, message=resync))
+            return
+
+    async def _probe_forever(self) -> None:
+        """asyncpg does not always call its termination listeners (when it reads the server's
+        FATAL message before the socket closes, it closes the connection itself), and a
+        connection can also die without a word (a dropped network path): both are noticed here."""
+        ticks = 0
+        while True:
+            await asyncio.sleep(self._check_interval)
+            ticks += 1
+            conn = self._conn
+            if conn is None:
+                continue
+            if conn.is_closed():
+                self._lost(conn)
+                continue
+            if ticks * self._check_interval < self._probe_interval:
+                continue
+            ticks = 0
+            try:
+                async with self._turn:
+                    await asyncio.wait_for(conn.execute("SELECT 1"), self._probe_timeout)
+            except CONNECTION_ERRORS:
+                self._lost(conn)
 
     async def subscribe(self, channel: str) -> None:
-        async with self._turn:
-            await super().subscribe(channel)
+        self._channels.add(channel)
+        await self._on_connection(lambda conn: conn.add_listener(channel, self._on_notification))
 
     async def unsubscribe(self, channel: str) -> None:
-        async with self._turn:
-            await super().unsubscribe(channel)
+        self._channels.discard(channel)
+        await self._on_connection(lambda conn: conn.remove_listener(channel, self._on_notification))
 
-    async def publish(self, channel: str, message: str) -> None:
+    async def _on_connection(self, operation: Any) -> None:
+        """LISTEN and UNLISTEN never fail a subscriber: while the connection is down, the
+        reconnect listens on every channel then subscribed."""
         async with self._turn:
-            await super().publish(channel, message)
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                self._lost(conn)
+                return
+            try:
+                await operation(conn)
+            except CONNECTION_ERRORS:
+                self._lost(conn)
+
+    async def publish(self, channel: str, message: Any) -> None:
+        async with self._turn:
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                self._lost(conn)
+                raise PublishFailed("The event connection to PostgreSQL is down; it is reconnecting.")
+            try:
+                await conn.execute("SELECT pg_notify($1, $2)", channel, message)
+            except CONNECTION_ERRORS as error:
+                self._lost(conn)
+                raise PublishFailed(f"The event connection to PostgreSQL failed: {error}") from error
+
+    async def next_published(self) -> BroadcastEvent:
+        return await self._queue.get()
 
 
 def _broadcast_for(url: str) -> Broadcast:
     if url.startswith(("postgres://", "postgresql://")):
-        return Broadcast(backend=_SerializedPostgresBackend(url))
+        return Broadcast(backend=_ReconnectingPostgresBackend(url))
     return Broadcast(url)
 
 
@@ -74,9 +239,19 @@ class PubSub:
             await self._broadcast.disconnect()
             self._connected = False
 
-    async def publish(self, channel: str, message: dict[str, Any]) -> None:
-        if self._connected:
-            await self._broadcast.publish(channel=channel, message=json.dumps(message, separators=(",", ":")))
+    async def publish(self, channel: str, event: Event) -> None:
+        """Hands `event` to the broker for every subscriber of `channel`, in every process.
+        Raises PublishFailed when that is not possible now."""
+        try:
+            if not self._connected:
+                raise PublishFailed("The pub/sub is not connected.")
+            await self._broadcast.publish(channel=channel, message=encode(event))
+        except PublishFailed:
+            PUBLISH_FAILURES.labels(event.type).inc()
+            raise
+        except Exception as error:
+            PUBLISH_FAILURES.labels(event.type).inc()
+            raise PublishFailed(f"Publishing failed: {error}") from error
 
     @asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[Subscription]:
@@ -95,7 +270,7 @@ class PubSub:
 
 
 # What Subscription.next and .pending give once the channel has closed (at shutdown).
-CLOSED: dict[str, Any] = {"type": "closed"}
+CLOSED = Closed()
 
 
 class Subscription:
@@ -106,40 +281,51 @@ class Subscription:
         self._subscriber = subscriber
         self.closed = False
 
-    def _decode(self, event: Any) -> dict[str, Any]:
+    def _decode(self, event: Any) -> Event | None:
         if event is None:
             self.closed = True
             return CLOSED
-        return json.loads(event.message)  # type: ignore[no-any-return]
+        try:
+            return decode(event.message)
+        except ValidationError:
+            log.warning("ignored a malformed event on %s: %.200s", event.channel, event.message)
+            return None
 
-    async def next(self, seconds: float) -> dict[str, Any] | None:
-        """The next event; None when `seconds` pass without one; CLOSED once the channel closed."""
+    async def next(self, seconds: float) -> Event | None:
+        """The next event; None when `seconds` pass without one, or when events may have been
+        missed (the connection came back): either way, read everything again. CLOSED once the
+        channel closed."""
         if self.closed:
             return CLOSED
         try:
-            return self._decode(await asyncio.wait_for(self._subscriber.get(), seconds))
+            event = self._decode(await asyncio.wait_for(self._subscriber.get(), seconds))
         except TimeoutError:
             return None
         except Unsubscribed:
             return self._decode(None)
+        return None if isinstance(event, Resync) else event
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[Event]:
         """The events already waiting, without waiting: one read after them answers them all."""
         queue = self._subscriber._queue
-        events = []
+        events: list[Event] = []
         while not queue.empty():
-            events.append(self._decode(queue.get_nowait()))
+            event = self._decode(queue.get_nowait())
+            if event is not None and not isinstance(event, Resync):
+                events.append(event)
         return events
 
     def __aiter__(self) -> Subscription:
         return self
 
-    async def __anext__(self) -> dict[str, Any]:
-        if not self.closed:
+    async def __anext__(self) -> Event:
+        while not self.closed:
             try:
                 event = self._decode(await self._subscriber.get())
             except Unsubscribed:
                 event = self._decode(None)
-            if event is not CLOSED:
+            if event is CLOSED:
+                break
+            if event is not None:
                 return event
         raise StopAsyncIteration

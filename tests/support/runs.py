@@ -7,7 +7,9 @@ from typing import Any
 from sqlalchemy import select
 
 from firstlume.db.models import Run
+from firstlume.domain.runs import RunType
 from firstlume.services import accounts, catalog, dispatch, execution, runs
+from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 
 
@@ -16,7 +18,7 @@ async def start(ctx: Context, token: str, org: str, stack: str, run_type: str) -
         actor = await accounts.authenticate(unit.session, token)
         org_row = await accounts.org_for(unit.session, actor, org)
         stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
-        run = await runs.start_run(unit, actor, stack_row, {"type": run_type})
+        run = await runs.start_run(unit, actor, stack_row, StartRun(type=RunType(run_type)))
         return run.id
 
 

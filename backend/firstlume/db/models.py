@@ -23,8 +23,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from firstlume.db.types import UTCDateTime, utcnow
-from firstlume.domain.runs import HOLDS_LOCK
+from firstlume.db.types import EnumText, UTCDateTime, utcnow
+from firstlume.domain.runs import HOLDS_LOCK, Phase, ResourceState, RunStatus, RunType, StepStatus
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -164,8 +164,8 @@ class Run(Base):
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"))
     number: Mapped[int] = mapped_column(Integer)
-    type: Mapped[str] = mapped_column(String(20))
-    status: Mapped[str] = mapped_column(String(30))
+    type: Mapped[RunType] = mapped_column(EnumText(RunType, 20))
+    status: Mapped[RunStatus] = mapped_column(EnumText(RunStatus, 30))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -208,8 +208,8 @@ class RunStatusChange(Base):
     __tablename__ = "run_status_history"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    from_status: Mapped[str | None] = mapped_column(String(30), nullable=True)
-    to_status: Mapped[str] = mapped_column(String(30))
+    from_status: Mapped[RunStatus | None] = mapped_column(EnumText(RunStatus, 30), nullable=True)
+    to_status: Mapped[RunStatus] = mapped_column(EnumText(RunStatus, 30))
     at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     actor: Mapped[str | None] = mapped_column(String(320), nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -222,7 +222,7 @@ class RunStep(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(50))
     position: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20), default="pending")
+    status: Mapped[StepStatus] = mapped_column(EnumText(StepStatus, 20), default=StepStatus.PENDING)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
@@ -249,6 +249,9 @@ class PlanArtifact(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+CHANGES_FILLFACTOR = 70
+
+
 class ResourceChange(Base):
     """One planned change, computed once from the plan, and its state during the apply."""
 
@@ -258,6 +261,10 @@ class ResourceChange(Base):
         Index("ix_resource_changes_run_pos", "run_id", "position"),
         # Counts per group and pages group by group (services/reads/changes.py).
         Index("ix_resource_changes_run_action_pos", "run_id", "action", "position"),
+        # Rows are rewritten in bulk (approval, the end of an apply) but no indexed column
+        # changes: room left in each page lets PostgreSQL update them in place (HOT), without
+        # touching the indexes.
+        {"postgresql_with": {"fillfactor": CHANGES_FILLFACTOR}},
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -268,7 +275,7 @@ class ResourceChange(Base):
     action: Mapped[str] = mapped_column(String(20))
     attributes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     replaced_because: Mapped[list[str]] = mapped_column(JSON, default=list)
-    state: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    state: Mapped[ResourceState | None] = mapped_column(EnumText(ResourceState, 20), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     stages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
@@ -277,8 +284,43 @@ class PhaseToken(Base):
     __tablename__ = "phase_tokens"
     id: Mapped[str] = _id()
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    phase: Mapped[str] = mapped_column(String(10))
+    phase: Mapped[Phase] = mapped_column(EnumText(Phase, 10))
     attempt: Mapped[int] = mapped_column(Integer)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+UNPUBLISHED_SQL = "published_at IS NULL"
+
+
+class OutboxEvent(Base):
+    """An event of a committed change, written in the change's own transaction and published
+    after commit by the relay (services/outbox.py), which retries until it succeeds. Published
+    rows are kept for a while (the relay's retention) for the consumers that read them later."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (
+        Index(
+            "ix_outbox_unpublished",
+            "id",
+            sqlite_where=text(UNPUBLISHED_SQL),
+            postgresql_where=text(UNPUBLISHED_SQL),
+        ),
+        Index("ix_outbox_published_at", "published_at"),
+    )
+    # 64-bit on PostgreSQL: a busy control plane writes millions of events a day.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The event's type (protocol/events.py), and the notification it stands for, if any.
+    kind: Mapped[str] = mapped_column(String(30))
+    notification: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    channels: Mapped[list[str]] = mapped_column(JSON)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Not published before this time: a failed attempt backs off.
+    available_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 SETTING_DEFAULTS: dict[str, bool] = {"require_approval": True, "confirm_destructive": False}
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
+
+
+class VariableKind(StrEnum):
+    """How the executor hands a variable over: a Terraform input, or an environment variable."""
+
+    TERRAFORM = "terraform"
+    ENV = "env"
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ class Phase(StrEnum):
 
 S = RunStatus
 
+# Every run is created in this status; the lifecycle's one arrow that starts from nothing.
+INITIAL: RunStatus = S.QUEUED
+
 TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     S.QUEUED: frozenset({S.PLANNING, S.CANCELED}),
     S.PLANNING: frozenset(
@@ -95,6 +98,11 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     S.FAILED: frozenset(),
     S.CANCELED: frozenset(),
 }
+
+# Every arrow of the diagram, run creation included, as (from, to) pairs.
+ARROWS: frozenset[tuple[RunStatus | None, RunStatus]] = frozenset(
+    {(None, INITIAL)} | {(current, target) for current, exits in TRANSITIONS.items() for target in exits}
+)
 
 # Named groups. A run holds its stack's lock from the moment it starts planning until it
 # finishes; queued runs wait in arrival order behind it.
@@ -123,11 +131,14 @@ def is_running_phase(status: str, attempt: int, phase: str, expected_attempt: in
     return running is not None and running.value == phase and attempt == expected_attempt
 
 
-def can_transition(current: RunStatus, target: RunStatus) -> bool:
+def can_transition(current: RunStatus | None, target: RunStatus) -> bool:
+    """Whether the diagram has the arrow; `current` None is a run being created."""
+    if current is None:
+        return target is INITIAL
     return target in TRANSITIONS[current]
 
 
-def check_transition(current: RunStatus, target: RunStatus) -> None:
+def check_transition(current: RunStatus | None, target: RunStatus) -> None:
     if not can_transition(current, target):
         raise InvalidTransition(current, target)
 

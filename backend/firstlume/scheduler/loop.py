@@ -20,6 +20,7 @@ from datetime import timedelta
 from firstlume.db.types import utcnow
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
+from firstlume.protocol.events import Event, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import dispatch
 from firstlume.services.context import Context
@@ -84,11 +85,10 @@ class Scheduler:
         await self.launcher.cleanup(died.ref)
         self.wake()
 
-    def notice(self, event: dict[str, object]) -> None:
+    def notice(self, event: Event) -> None:
         """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
-        run_id = event.get("run_id")
-        if event.get("status") == RunStatus.CANCELED.value and isinstance(run_id, str):
-            self._to_clean.add(run_id)
+        if isinstance(event, RunStatusChanged) and event.status == RunStatus.CANCELED:
+            self._to_clean.add(event.run_id)
         self._wake.set()
 
     async def _listen(self) -> None:

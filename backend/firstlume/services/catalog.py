@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack
-from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound
-from firstlume.services.validation import (
-    require_folder_path,
-    require_relative_path,
-    require_slug,
-    require_str,
-)
-
-STACK_FIELDS = {"slug", "name", "folder", "repository", "branch", "path", "git_https_token", "git_ssh_key"}
+from firstlume.domain.errors import AlreadyExists, NotFound
+from firstlume.services.commands import CreateFolder, CreateStack
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -33,9 +24,11 @@ async def folder_by_path(session: AsyncSession, org: Organization, path: str) ->
     return folder
 
 
-async def ensure_folder(session: AsyncSession, org: Organization, path: str) -> tuple[Folder, bool]:
+async def ensure_folder(
+    session: AsyncSession, org: Organization, command: CreateFolder
+) -> tuple[Folder, bool]:
     """Creates the folder and any missing parents; returns it and whether it was new."""
-    path = require_folder_path("path", path)
+    path = command.path
     segments = path.split("/")
     wanted = path_prefixes(path)
     existing = {
@@ -78,41 +71,30 @@ async def stack_by_slug(session: AsyncSession, org: Organization, slug: str) -> 
 
 
 async def create_stack(
-    session: AsyncSession, keyring: KeyRing, org: Organization, body: dict[str, Any]
+    session: AsyncSession, keyring: KeyRing, org: Organization, command: CreateStack
 ) -> Stack:
-    unknown = sorted(set(body) - STACK_FIELDS)
-    if unknown:
-        raise InvalidRequest(
-            f"Unknown field '{unknown[0]}'; a stack takes {', '.join(sorted(STACK_FIELDS))}.",
-            field=unknown[0],
-        )
-    slug = require_slug("slug", body.get("slug"))
-    repository = require_str("repository", body.get("repository"))
-    name = require_str("name", body.get("name", slug), max_length=200)
-    branch = require_str("branch", body.get("branch", "main"), max_length=255)
-    path = require_relative_path("path", body.get("path", "."))
+    slug = command.slug
     if await session.scalar(select(Stack.id).where(Stack.org_id == org.id, Stack.slug == slug)):
         raise AlreadyExists(f"A stack '{slug}' already exists in this organization.", field="slug")
     folder_id = None
-    if body.get("folder") is not None:
-        folder, _ = await ensure_folder(session, org, require_folder_path("folder", body["folder"]))
+    if command.folder is not None:
+        folder, _ = await ensure_folder(session, org, CreateFolder(path=command.folder))
         folder_id = folder.id
     stack = Stack(
         org_id=org.id,
         folder_id=folder_id,
         slug=slug,
-        name=name,
-        repository=repository,
-        branch=branch,
-        path=path,
+        name=command.name or slug,
+        repository=command.repository,
+        branch=command.branch or "main",
+        path=command.path or ".",
     )
     session.add(stack)
     await session.flush()
-    if body.get("git_https_token") is not None:
-        token = require_str("git_https_token", body["git_https_token"])
-        stack.git_https_token_sealed = keyring.encrypt_text(token, f"stack-git:{stack.id}")
-    if body.get("git_ssh_key") is not None:
-        key = require_str("git_ssh_key", body["git_ssh_key"], max_length=20000)
-        stack.git_ssh_key_sealed = keyring.encrypt_text(key, f"stack-git:{stack.id}")
+    git_context = f"stack-git:{stack.id}"
+    if command.git_https_token is not None:
+        stack.git_https_token_sealed = keyring.encrypt_text(command.git_https_token, git_context)
+    if command.git_ssh_key is not None:
+        stack.git_ssh_key_sealed = keyring.encrypt_text(command.git_ssh_key, git_context)
     await session.flush()
     return stack

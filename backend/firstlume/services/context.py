@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -12,20 +13,29 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.engine import Database
+from firstlume.protocol.events import Event, event_from
 from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
 
 if TYPE_CHECKING:
     from firstlume.services.logs import LogTails
+    from firstlume.services.outbox import OutboxRelay
+
+log = logging.getLogger("firstlume.events")
 
 
 @dataclass
 class Unit:
     session: AsyncSession
-    _events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _events: list[tuple[str, Event]] = field(default_factory=list)
+    # Whether this unit wrote outbox rows, which the relay then publishes.
+    wrote_outbox: bool = False
 
-    def publish_after_commit(self, channel: str, message: dict[str, Any]) -> None:
-        self._events.append((channel, message))
+    def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
+        """A best-effort wake-up for live views, sent once the transaction has committed. If the
+        broker is down then, it is lost (views also poll); events that must not be lost go
+        through the outbox instead (services/outbox.py)."""
+        self._events.append((channel, event_from(event)))
 
 
 @dataclass
@@ -34,6 +44,8 @@ class Context:
     db: Database
     keyring: KeyRing
     pubsub: PubSub
+    # Started with the app; without one (the CLI), outbox rows wait for the next relay to run.
+    relay: OutboxRelay | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:
@@ -45,13 +57,19 @@ class Context:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[Unit]:
         """A transaction; events recorded in it are published only once it has committed, so a
-        subscriber never hears of a change it cannot read yet."""
+        subscriber never hears of a change it cannot read yet. Publishing never fails the unit:
+        its change is saved by then."""
         unit = Unit(session=None)  # type: ignore[arg-type]
         async with self.db.transaction() as session:
             unit.session = session
             yield unit
-        for channel, message in unit._events:
-            await self.pubsub.publish(channel, message)
+        if unit.wrote_outbox and self.relay is not None:
+            self.relay.kick()
+        for channel, event in unit._events:
+            try:
+                await self.pubsub.publish(channel, event)
+            except Exception as error:
+                log.warning("a %s event on %s was not published: %s", event.type, channel, error)
 
 
 @dataclass(frozen=True)

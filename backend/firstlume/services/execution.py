@@ -28,7 +28,7 @@ from firstlume.domain.runs import (
 from firstlume.pubsub import run_channel
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
-from firstlume.services.runs import mark_changes_pending, set_step
+from firstlume.services.steps import set_step
 from firstlume.services.transitions import change_status
 from firstlume.services.validation import require_str
 
@@ -71,14 +71,6 @@ async def authenticate_phase(
     if run is None or not is_running_phase(run.status, run.phase_attempt, row.phase, row.attempt):
         raise Unauthenticated("This executor token is not valid, or its phase has ended.")
     return run, row
-
-
-async def revoke_phase_tokens(session: AsyncSession, run_id: str) -> None:
-    await session.execute(
-        update(PhaseToken)
-        .where(PhaseToken.run_id == run_id, PhaseToken.revoked_at.is_(None))
-        .values(revoked_at=utcnow())
-    )
 
 
 async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: PhaseToken) -> dict[str, Any]:
@@ -387,35 +379,9 @@ async def record_resources(unit: Unit, run: Run, token: PhaseToken, body: dict[s
     unit.publish_after_commit(run_channel(run.id), event)
 
 
-async def _mark_unstarted_not_applied(unit: Unit, run: Run) -> None:
-    rows = await unit.session.scalars(
-        select(ResourceChange).where(ResourceChange.run_id == run.id, ResourceChange.state == "pending")
-    )
-    touched = False
-    for row in rows:
-        row.state = "not_applied"
-        row.stages = [
-            {**s, "state": "not_applied" if s.get("state") == "pending" else s.get("state")}
-            for s in row.stages
-        ]
-        touched = True
-    if touched:
-        unit.publish_after_commit(run_channel(run.id), {"type": "resources", "run_id": run.id})
-
-
-async def _fail_running_steps(unit: Unit, run: Run) -> None:
-    for step in await unit.session.scalars(
-        select(RunStep).where(RunStep.run_id == run.id, RunStep.status == "running")
-    ):
-        await set_step(unit, run, step.name, "failed")
-
-
 async def fail_run(unit: Unit, run: Run, reason: str, *, actor: str | None = None) -> Run:
-    """Ends a running phase as failed with `reason` as the run's error."""
-    await revoke_phase_tokens(unit.session, run.id)
-    await _fail_running_steps(unit, run)
-    if run.status == RunStatus.APPLYING:
-        await _mark_unstarted_not_applied(unit, run)
+    """Ends a running phase as failed with `reason` as the run's error (the lifecycle's effects
+    revoke its token, fail its running steps and mark unstarted resources not_applied)."""
     return await change_status(unit, run, RunStatus.FAILED, actor=actor, reason=reason, error=reason)
 
 
@@ -431,9 +397,7 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
         return await fail_run(
             unit, run, (error or "The executor reported a failure.")[:20_000], actor="executor"
         )
-    await revoke_phase_tokens(session, run.id)
     if token.phase == Phase.APPLY:
-        await _mark_unstarted_not_applied(unit, run)
         return await change_status(unit, run, RunStatus.APPLIED, actor="executor")
     if not run.has_plan:
         return await fail_run(unit, run, "The plan phase ended without uploading a plan.", actor="executor")
@@ -452,9 +416,4 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, body: dict[str, 
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
         }
     target = status_after_plan(run_type, has_changes, bool(recorded.get("approval_required")))
-    if target == RunStatus.AWAITING_APPROVAL:
-        await set_step(unit, run, "approval", "running")
-    elif target == RunStatus.APPLY_QUEUED:
-        await set_step(unit, run, "approval", "skipped")
-        await mark_changes_pending(session, run.id)
     return await change_status(unit, run, target, actor="executor", **recorded)

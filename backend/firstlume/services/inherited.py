@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack, Variable
 from firstlume.db.types import utcnow
-from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.domain.errors import NotFound
 from firstlume.domain.inheritance import (
     SETTING_NAMES,
     Level,
@@ -20,7 +18,7 @@ from firstlume.domain.inheritance import (
     resolve_variables,
 )
 from firstlume.services.catalog import folder_chain
-from firstlume.services.validation import VARIABLE_NAME, optional_bool, require_bool, type_name
+from firstlume.services.commands import PatchSettings, PutVariable
 
 Scope = Organization | Folder | Stack
 
@@ -56,16 +54,8 @@ async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, R
     return resolved
 
 
-def patch_settings(scope: Scope, body: dict[str, Any]) -> None:
-    if not body:
-        raise InvalidRequest(f"Send at least one of {', '.join(SETTING_NAMES)}.")
-    for name, value in body.items():
-        if name not in SETTING_NAMES:
-            raise InvalidRequest(
-                f"Unknown setting '{name}'; the settings are {', '.join(SETTING_NAMES)}.", field=name
-            )
-        optional_bool(name, value)
-    for name, value in body.items():
+def patch_settings(scope: Scope, command: PatchSettings) -> None:
+    for name, value in command.changes().items():
         setattr(scope, name, value)
 
 
@@ -85,43 +75,10 @@ def _variable_context(org_id: str, scope: str, scope_id: str, name: str) -> str:
     return f"variable:{org_id}:{scope}:{scope_id}:{name}"
 
 
-def _value_text(value: Any) -> str:
-    """Variable values are strings; numbers, booleans, lists and objects are kept as JSON text,
-    which Terraform reads as the matching type from a .tfvars.json file."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        raise InvalidRequest("'value' is required.", field="value")
-    return json.dumps(value)
-
-
 async def put_variable(
-    session: AsyncSession, keyring: KeyRing, scope: Scope, name: str, body: dict[str, Any]
+    session: AsyncSession, keyring: KeyRing, scope: Scope, command: PutVariable
 ) -> Variable:
-    if not VARIABLE_NAME.match(name):
-        raise InvalidRequest(
-            f"Variable name {name!r} must start with a letter or '_' and hold only letters, digits and '_'.",
-            field="name",
-        )
-    unknown = sorted(set(body) - {"value", "sensitive", "kind"})
-    if unknown:
-        raise InvalidRequest(
-            f"Unknown field '{unknown[0]}'; a variable takes value, sensitive and kind.", field=unknown[0]
-        )
-    if "value" not in body:
-        raise InvalidRequest("'value' is required.", field="value")
-    value = body["value"]
-    if not isinstance(value, str | int | float | bool | list | dict):
-        raise InvalidRequest(
-            f"'value' must be a string, number, boolean, list or object; got {type_name(value)}.",
-            field="value",
-        )
-    sensitive = require_bool("sensitive", body.get("sensitive", False))
-    kind = body.get("kind", "terraform")
-    if kind not in ("terraform", "env"):
-        raise InvalidRequest(f"'kind' must be terraform or env; got {kind!r}.", field="kind")
-    if kind == "env" and not isinstance(value, str):
-        raise InvalidRequest("An env variable's 'value' must be a string.", field="value")
+    name = command.name
     org_id = org_id_of(scope)
     scope_label = scope_name(scope)
     variable = await session.scalar(
@@ -135,10 +92,10 @@ async def put_variable(
     if variable is None:
         variable = Variable(org_id=org_id, scope=scope_label, scope_id=scope.id, name=name)
         session.add(variable)
-    variable.kind = kind
-    variable.sensitive = sensitive
+    variable.kind = command.kind.value
+    variable.sensitive = command.sensitive
     variable.value_sealed = keyring.encrypt_text(
-        _value_text(value), _variable_context(org_id, scope_label, scope.id, name)
+        command.value_text(), _variable_context(org_id, scope_label, scope.id, name)
     )
     variable.updated_at = utcnow()
     await session.flush()

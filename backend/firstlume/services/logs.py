@@ -15,14 +15,14 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import LogChunk, Run, RunStep
 from firstlume.domain.runs import FINISHED, FINISHED_STEP_STATUSES
-from firstlume.pubsub import CLOSED, run_channel
+from firstlume.protocol.events import Closed, Event, LogAppended, Resync, RunStatusChanged, StepChanged
+from firstlume.pubsub import run_channel
 from firstlume.services.context import Context
 
 log = logging.getLogger("firstlume.logs")
@@ -212,7 +212,7 @@ class _RunTail:
                 while not self.run_ended:
                     event = await events.next(SAFETY_POLL_SECONDS)
                     batch = [event, *events.pending()] if event is not None else []
-                    if CLOSED in batch:
+                    if any(isinstance(e, Closed) for e in batch):
                         break
                     await self._handle(batch)
         except asyncio.CancelledError:
@@ -227,33 +227,20 @@ class _RunTail:
                 reader.end()
             self.tails.drop(self)
 
-    async def _handle(self, batch: list[dict[str, Any]]) -> None:
-        if not batch:  # no event for a while: look at the database itself
+    async def _handle(self, batch: list[Event]) -> None:
+        if not batch or any(isinstance(e, Resync) for e in batch):
+            # No event for a while, or events may have been missed: look at the database itself.
             ended, length, steps = await self._state()
             if length > self.position:
                 await self._read_new()
             self._end_steps(steps - self.ended_steps)
             self.run_ended = ended
             return
-        news = any(
-            e.get("type") == "log" and not (isinstance(e.get("end"), int) and e["end"] <= self.position)
-            for e in batch
-        )
-        step_ends = {
-            e["step"]
-            for e in batch
-            if e.get("type") == "step"
-            and isinstance(e.get("step"), str)
-            and e.get("status") in FINISHED_STEP_VALUES
-        }
-        restarted = {
-            e["step"]
-            for e in batch
-            if e.get("type") == "step"
-            and isinstance(e.get("step"), str)
-            and e.get("status") not in FINISHED_STEP_VALUES
-        }
-        finished = any(e.get("type") == "status" and e.get("status") in FINISHED_VALUES for e in batch)
+        news = any(isinstance(e, LogAppended) and e.end > self.position for e in batch)
+        step_events = [e for e in batch if isinstance(e, StepChanged)]
+        step_ends = {e.step for e in step_events if e.status in FINISHED_STEP_STATUSES}
+        restarted = {e.step for e in step_events if e.status not in FINISHED_STEP_STATUSES}
+        finished = any(isinstance(e, RunStatusChanged) and e.status in FINISHED for e in batch)
         if news or step_ends or finished:
             # A step's (or the run's) last text was stored before its end was announced.
             await self._read_new()

@@ -1,4 +1,6 @@
-"""The one helper through which every run status changes: compare-and-set plus a history row."""
+"""The one helper through which every run status changes, and the one executor of what a change
+of status does (domain/effects.py): compare-and-set, a history row, the effects, and the event,
+all in the caller's transaction."""
 
 from __future__ import annotations
 
@@ -8,16 +10,17 @@ from typing import Any, cast
 from sqlalchemy import Row, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.models import Run, RunStatusChange
+from firstlume.db.bulk import move_change_states
+from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep
 from firstlume.db.types import utcnow
+from firstlume.domain.effects import Effects, effects_of
 from firstlume.domain.errors import StackLocked, StatusChanged
-from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus, check_transition
+from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus, StepStatus, check_transition
+from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
+from firstlume.services import outbox
 from firstlume.services.context import Unit
-
-# The scheduler has work at once when an apply is approved, or when a run ends and frees its
-# stack for the next queued run; otherwise it would find out at its next tick.
-WAKES_SCHEDULER = FINISHED | {RunStatus.APPLY_QUEUED}
+from firstlume.services.steps import set_step
 
 
 async def change_status(
@@ -29,16 +32,56 @@ async def change_status(
     reason: str | None = None,
     **values: Any,
 ) -> Run:
-    """Moves `run` from the status it was read with to `target`, or raises.
+    """Moves `run` from the status it was read with to `target` and carries out the arrow's
+    effects, or raises. A new run (not yet added, status None) enters its first status here.
 
     The UPDATE only matches while the row still has the status we read, so two processes that
     read the same run cannot both move it (the loser gets StatusChanged). Entering a status that
     holds the stack's lock may hit the database's one-lock-per-stack index: StackLocked.
     """
-    current = RunStatus(run.status)
+    current = None if run.status is None else RunStatus(run.status)
     check_transition(current, target)
     now = utcnow()
-    values = {"status": target.value, "updated_at": now, **values}
+    if current is None:
+        await _insert(unit, run, target, now, values)
+    else:
+        await _compare_and_set(unit, run, current, target, now, values)
+    unit.session.add(
+        RunStatusChange(
+            run_id=run.id, from_status=current, to_status=target, at=now, actor=actor, reason=reason
+        )
+    )
+    effects = effects_of(current, target)
+    await _carry_out(unit, run, effects)
+    await unit.session.flush()
+    if current is not None:
+        await unit.session.refresh(run)
+    channels = [run_channel(run.id), org_runs_channel(run.org_id)]
+    if effects.wakes_scheduler:
+        channels.append(SCHEDULER_CHANNEL)
+    outbox.record(
+        unit,
+        RunStatusChanged(run_id=run.id, org_id=run.org_id, status=target, from_status=current),
+        channels,
+        notification=effects.notification,
+    )
+    return run
+
+
+async def _insert(unit: Unit, run: Run, target: RunStatus, now: Any, values: dict[str, Any]) -> None:
+    run.status = target
+    run.created_at = run.created_at or now
+    run.updated_at = now
+    for name, value in values.items():
+        setattr(run, name, value)
+    unit.session.add(run)
+    await unit.session.flush()
+
+
+async def _compare_and_set(
+    unit: Unit, run: Run, current: RunStatus, target: RunStatus, now: Any, values: dict[str, Any]
+) -> None:
+    values = {"status": target, "updated_at": now, **values}
     if target in FINISHED:
         values["finished_at"] = now
     session = unit.session
@@ -46,7 +89,7 @@ async def change_status(
         async with session.begin_nested():
             result = await session.execute(
                 update(Run)
-                .where(Run.id == run.id, Run.status == current.value)
+                .where(Run.id == run.id, Run.status == current)
                 .values(**values)
                 .execution_options(synchronize_session=False)
             )
@@ -59,24 +102,30 @@ async def change_status(
         raise StatusChanged(
             f"The run is now {fresh}, not {current}; nothing was changed.", current=str(fresh)
         )
-    session.add(
-        RunStatusChange(
-            run_id=run.id,
-            from_status=current.value,
-            to_status=target.value,
-            at=now,
-            actor=actor,
-            reason=reason,
+
+
+async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
+    session = unit.session
+    if effects.revoke_phase_tokens:
+        await session.execute(
+            update(PhaseToken)
+            .where(PhaseToken.run_id == run.id, PhaseToken.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
         )
-    )
-    await session.flush()
-    await session.refresh(run)
-    event = {"type": "status", "run_id": run.id, "status": target.value, "from": current.value}
-    unit.publish_after_commit(run_channel(run.id), event)
-    unit.publish_after_commit(org_runs_channel(run.org_id), event)
-    if target in WAKES_SCHEDULER:
-        unit.publish_after_commit(SCHEDULER_CHANNEL, event)
-    return run
+    if effects.fail_running_steps:
+        running = await session.scalars(
+            select(RunStep.name).where(RunStep.run_id == run.id, RunStep.status == StepStatus.RUNNING)
+        )
+        for name in list(running):
+            await set_step(unit, run, name, StepStatus.FAILED)
+    for name, status in effects.steps:
+        await set_step(unit, run, name, status)
+    if effects.changes is not None:
+        moved = await move_change_states(
+            session, run.id, effects.changes.to, only_from=effects.changes.only_from
+        )
+        if moved:
+            unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id))
 
 
 async def change_status_many(
@@ -89,17 +138,22 @@ async def change_status_many(
     reason: str | None = None,
     **values: Any,
 ) -> list[Row[str, str, str, int]]:
-    """`change_status` for many runs read in `current`, in one UPDATE and one history INSERT.
+    """`change_status` for many runs read in `current`, in one UPDATE and one history INSERT: the
+    scheduler's claims. Only for arrows whose effects are the status change itself (no steps,
+    change states or tokens to touch per run), which the effects table is asked for.
 
     Returns the rows that moved (id, org_id, stack_id, phase_attempt after the update); a run
     that is no longer in `current` is left as it is. Values may be SQL expressions
     (`phase_attempt=Run.phase_attempt + 1`). If entering `target` would give a stack a second
     lock holder, nothing moves and StackLocked is raised, as for one run."""
     check_transition(current, target)
+    effects = effects_of(current, target)
+    if effects.steps or effects.fail_running_steps or effects.changes or effects.revoke_phase_tokens:
+        raise ValueError(f"{current} → {target} has per-run effects: use change_status")
     if not run_ids:
         return []
     now = utcnow()
-    values = {"status": target.value, "updated_at": now, **values}
+    values = {"status": target, "updated_at": now, **values}
     if target in FINISHED:
         values["finished_at"] = now
     session = unit.session
@@ -108,7 +162,7 @@ async def change_status_many(
             moved = list(
                 await session.execute(
                     update(Run)
-                    .where(Run.id.in_(run_ids), Run.status == current.value)
+                    .where(Run.id.in_(run_ids), Run.status == current)
                     .values(**values)
                     .returning(Run.id, Run.org_id, Run.stack_id, Run.phase_attempt)
                     .execution_options(synchronize_session=False)
@@ -135,9 +189,13 @@ async def change_status_many(
         ],
     )
     for row in moved:
-        event = {"type": "status", "run_id": row.id, "status": target.value, "from": current.value}
-        unit.publish_after_commit(run_channel(row.id), event)
-        unit.publish_after_commit(org_runs_channel(row.org_id), event)
-        if target in WAKES_SCHEDULER:
-            unit.publish_after_commit(SCHEDULER_CHANNEL, event)
+        channels = [run_channel(row.id), org_runs_channel(row.org_id)]
+        if effects.wakes_scheduler:
+            channels.append(SCHEDULER_CHANNEL)
+        outbox.record(
+            unit,
+            RunStatusChanged(run_id=row.id, org_id=row.org_id, status=target, from_status=current),
+            channels,
+            notification=effects.notification,
+        )
     return moved

@@ -7,28 +7,14 @@ from enum import Enum
 
 import strawberry
 
-from firstlume.domain.runs import RunStatus, RunType
+from firstlume.domain.inheritance import VariableKind
+from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus
 
 strawberry.enum(RunType, description="What a run does: plan, apply, destroy or drift.")
 strawberry.enum(RunStatus, description="Where a run is in its lifecycle (see the documentation's diagram).")
-
-
-@strawberry.enum(description="A step's status.")
-class StepStatus(Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-@strawberry.enum(description="A planned change's state during and after the apply.")
-class ResourceState(Enum):
-    PENDING = "pending"
-    APPLYING = "applying"
-    DONE = "done"
-    FAILED = "failed"
-    NOT_APPLIED = "not_applied"
+strawberry.enum(StepStatus, description="A step's status.")
+strawberry.enum(ResourceState, description="A planned change's state during and after the apply.")
+strawberry.enum(VariableKind)
 
 
 @strawberry.enum(
@@ -41,16 +27,10 @@ class ChangeAction(Enum):
     CREATE = "create"
 
 
-@strawberry.enum
-class VariableKind(Enum):
-    TERRAFORM = "terraform"
-    ENV = "env"
-
-
 @strawberry.enum(description="Which Git credential a stack has; the credential itself is write-only.")
 class GitAuth(Enum):
     HTTPS_TOKEN = "https_token"
     SSH_KEY = "ssh_key"
 
 
-__all__ = ["RunStatus", "RunType"]
+__all__ = ["ResourceState", "RunStatus", "RunType", "StepStatus", "VariableKind"]

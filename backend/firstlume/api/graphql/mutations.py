@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import strawberry
 from strawberry.scalars import JSON
@@ -24,9 +24,20 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
+from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunType
 from firstlume.services import accounts, catalog, inherited, runs
+from firstlume.services.commands import (
+    ApproveRun,
+    CancelRun,
+    CreateFolder,
+    CreateStack,
+    DiscardRun,
+    PatchSettings,
+    PutVariable,
+    StartRun,
+)
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
 from firstlume.services.reads import Organization
@@ -138,7 +149,7 @@ class Mutation:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
                 stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
-                run = await runs.start_run(unit, actor, stack_row, {"type": RunType(type).value})
+                run = await runs.start_run(unit, actor, stack_row, command(StartRun, {"type": type}))
             return Run(row=run, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
@@ -153,7 +164,8 @@ class Mutation:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.approve_run(unit, actor, run, {"acknowledged": list(acknowledged or [])})
+                approval = command(ApproveRun, {"acknowledged": list(acknowledged or [])})
+                run = await runs.approve_run(unit, actor, run, approval)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(APPROVE_ERRORS, work)  # type: ignore[no-any-return]
@@ -163,7 +175,7 @@ class Mutation:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.discard_run(unit, actor, run)
+                run = await runs.discard_run(unit, actor, run, DiscardRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(DISCARD_ERRORS, work)  # type: ignore[no-any-return]
@@ -173,7 +185,7 @@ class Mutation:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
                 run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.cancel_run(unit, actor, run)
+                run = await runs.cancel_run(unit, actor, run, CancelRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(CANCEL_ERRORS, work)  # type: ignore[no-any-return]
@@ -184,31 +196,19 @@ class Mutation:
     async def create_folder(self, info: Ctx, org: str, path: str) -> CreateFolderResult:
         async def work() -> Folder:
             async with org_unit(info, org) as (unit, _, org_row):
-                folder, _ = await catalog.ensure_folder(unit.session, org_row, path)
+                folder, _ = await catalog.ensure_folder(
+                    unit.session, org_row, command(CreateFolder, {"path": path})
+                )
             return Folder(row=folder, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
 
     @strawberry.mutation
     async def create_stack(self, info: Ctx, org: str, input: CreateStackInput) -> CreateStackResult:
-        body: dict[str, Any] = {
-            name: getattr(input, name)
-            for name in (
-                "slug",
-                "repository",
-                "name",
-                "folder",
-                "branch",
-                "path",
-                "git_https_token",
-                "git_ssh_key",
-            )
-            if getattr(input, name) is not None
-        }
-
         async def work() -> Stack:
             async with org_unit(info, org) as (unit, _, org_row):
-                stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, body)
+                new_stack = command(CreateStack, vars(input))
+                stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, new_stack)
             return Stack(row=stack, loaders=fresh(info))
 
         return await typed(STACK_ERRORS, work)  # type: ignore[no-any-return]
@@ -219,16 +219,13 @@ class Mutation:
     async def update_settings(
         self, info: Ctx, org: str, input: SettingsInput, folder: str | None = None, stack: str | None = None
     ) -> UpdateSettingsResult:
-        body = {
-            name: getattr(input, name)
-            for name in ("require_approval", "confirm_destructive")
-            if getattr(input, name) is not strawberry.UNSET
-        }
+        given = {name: value for name, value in vars(input).items() if value is not strawberry.UNSET}
 
         async def work() -> Settings:
             async with org_unit(info, org) as (unit, _, org_row):
+                changes = command(PatchSettings, given)
                 scope = await scope_of(unit, org_row, folder, stack)
-                inherited.patch_settings(scope, body)
+                inherited.patch_settings(scope, changes)
                 await unit.session.flush()
             return Settings(scope=scope, loaders=fresh(info))
 
@@ -251,11 +248,11 @@ class Mutation:
     ) -> SetVariableResult:
         async def work() -> Variable:
             async with org_unit(info, org) as (unit, _, org_row):
-                scope = await scope_of(unit, org_row, folder, stack)
-                body = {"value": value, "sensitive": sensitive, "kind": VariableKind(kind).value}
-                variable = await inherited.put_variable(
-                    unit.session, info.context.app.keyring, scope, name, body
+                put = command(
+                    PutVariable, {"name": name, "value": value, "sensitive": sensitive, "kind": kind}
                 )
+                scope = await scope_of(unit, org_row, folder, stack)
+                variable = await inherited.put_variable(unit.session, info.context.app.keyring, scope, put)
             return Variable(row=variable, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]

@@ -22,6 +22,7 @@ from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.runs import ACTIVE, FINISHED
+from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
@@ -94,7 +95,7 @@ async def follow_run(ctx: Context, run_id: str) -> AsyncIterator[Run]:
                 event = await events.next(SAFETY_POLL_SECONDS)
                 if event is CLOSED:
                     return
-                if event is None or event.get("type") in RUN_EVENTS:
+                if event is None or event.type in RUN_EVENTS:
                     break
             if any(e is CLOSED for e in events.pending()):
                 return
@@ -134,10 +135,10 @@ async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[Reso
                 return
             addresses: set[str] | None = set()
             for item in batch:
-                listed = item.get("addresses")
-                if item.get("type") == "resources" and isinstance(listed, list) and addresses is not None:
-                    addresses.update(a for a in listed if isinstance(a, str))
-                elif item.get("type") in ("resources", "changes", "status"):
+                if isinstance(item, ResourcesChanged) and item.addresses is not None:
+                    if addresses is not None:
+                        addresses.update(item.addresses)
+                elif item.type in ("resources", "changes", "status"):
                     # A status change can touch every change at once (approval: all pending).
                     addresses = None
             if event is None:
@@ -192,7 +193,7 @@ async def follow_active_runs(ctx: Context, org: Organization) -> AsyncIterator[l
                 batch = [event, *events.pending()]
                 if any(e is CLOSED for e in batch):
                     return
-                changed_ids = {e["run_id"] for e in batch if isinstance(e.get("run_id"), str)}
+                changed_ids = {e.run_id for e in batch if isinstance(e, RunStatusChanged)}
                 if not changed_ids:
                     continue
                 ids = sorted(changed_ids)

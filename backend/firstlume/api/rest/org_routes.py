@@ -11,8 +11,9 @@ from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json
-from firstlume.domain.errors import InvalidRequest
+from firstlume.api.validation import command
 from firstlume.services import accounts, catalog, inherited
+from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings, PutVariable
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
 from firstlume.services.reads import Organization, Session
@@ -73,7 +74,7 @@ async def create_stack(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
-        stack = await catalog.create_stack(unit.session, ctx.keyring, org, body)
+        stack = await catalog.create_stack(unit.session, ctx.keyring, org, command(CreateStack, body))
         paths = await catalog_reads.folder_paths(unit.session, [stack])
     return JSONResponse(stacks_json([stack], paths)[0], status_code=201)
 
@@ -96,13 +97,8 @@ async def list_folders(request: Request) -> Response:
 @endpoint
 async def create_folder(request: Request) -> Response:
     body = await json_body(request)
-    unknown = sorted(set(body) - {"path"})
-    if unknown:
-        raise InvalidRequest(f"Unknown field '{unknown[0]}'; a folder takes only 'path'.", field=unknown[0])
-    if "path" not in body:
-        raise InvalidRequest("'path' is required, such as \"prod/eu\".", field="path")
     async with org_request(request) as (unit, _, org):
-        folder, created = await catalog.ensure_folder(unit.session, org, body["path"])
+        folder, created = await catalog.ensure_folder(unit.session, org, command(CreateFolder, body))
         payload = folder_json(folder)
     return JSONResponse(payload, status_code=201 if created else 200)
 
@@ -124,7 +120,7 @@ async def patch_settings(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit.session, org, request)
-        inherited.patch_settings(scope, body)
+        inherited.patch_settings(scope, command(PatchSettings, body))
         await unit.session.flush()
         return JSONResponse(await _settings_payload(unit.session, scope))
 
@@ -151,9 +147,8 @@ async def put_variable(request: Request) -> Response:
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit.session, org, request)
-        variable = await inherited.put_variable(
-            unit.session, ctx.keyring, scope, request.path_params["name"], body
-        )
+        put = command(PutVariable, body, name=request.path_params["name"])
+        variable = await inherited.put_variable(unit.session, ctx.keyring, scope, put)
         value = None if variable.sensitive else inherited.reveal(ctx.keyring, variable)
         return JSONResponse(variable_json(variable, value))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -12,9 +12,11 @@ from starlette.routing import Route
 from firstlume.api.rest.http import context_of, endpoint, int_param, json_body, query_values
 from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import changes_document, run_json
+from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.runs import ACTIVE, FINISHED, RunStatus, RunType
 from firstlume.services import catalog, runs
+from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.logs import follow_log, stream_log
 from firstlume.services.reads import Run, Session
@@ -31,7 +33,7 @@ async def start_run(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
         stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
-        run = await runs.start_run(unit, actor, stack, body)
+        run = await runs.start_run(unit, actor, stack, command(StartRun, body))
         [details] = await run_reads.details(
             unit.session, [run], slugs={stack.id: stack.slug}, known_emails={actor.user_id: actor.email}
         )
@@ -111,15 +113,17 @@ async def get_changes(request: Request) -> Response:
     return Response(changes_document(run, records), media_type="application/json")
 
 
-RunAction = Callable[[Unit, Actor, Run, dict[str, Any]], Awaitable[Run]]
+C = TypeVar("C", bound=Command)
 
 
-async def _act_on_run(request: Request, action: RunAction) -> Run:
+async def _act_on_run(
+    request: Request, model: type[C], action: Callable[[Unit, Actor, Run, C], Awaitable[Run]]
+) -> Run:
     """A decision on a run (approve, discard, cancel): the run's row is locked while it is taken."""
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
         run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        return await action(unit, actor, run, body)
+        return await action(unit, actor, run, command(model, body))
 
 
 async def _reply(request: Request, run: Run) -> Response:
@@ -130,20 +134,18 @@ async def _reply(request: Request, run: Run) -> Response:
 
 @endpoint
 async def approve(request: Request) -> Response:
-    return await _reply(request, await _act_on_run(request, runs.approve_run))
+    return await _reply(request, await _act_on_run(request, ApproveRun, runs.approve_run))
 
 
 @endpoint
 async def discard(request: Request) -> Response:
-    return await _reply(
-        request, await _act_on_run(request, lambda unit, actor, run, _: runs.discard_run(unit, actor, run))
-    )
+    return await _reply(request, await _act_on_run(request, DiscardRun, runs.discard_run))
 
 
 @endpoint
 async def cancel(request: Request) -> Response:
     # The scheduler hears of the cancellation and has the launcher clean up after the run.
-    run = await _act_on_run(request, lambda unit, actor, run, _: runs.cancel_run(unit, actor, run))
+    run = await _act_on_run(request, CancelRun, runs.cancel_run)
     return await _reply(request, run)
 
 

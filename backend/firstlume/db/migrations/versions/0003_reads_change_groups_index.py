@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0002_reads"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

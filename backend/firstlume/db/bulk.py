@@ -1,0 +1,61 @@
+"""Set-based writes that would otherwise load thousands of ORM rows one at a time.
+
+Planned changes keep the states of a replacement's stages in a JSON list, so moving every
+change of a run means rewriting that list inside the UPDATE, with each dialect's JSON functions.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.domain.runs import ResourceState
+
+# {row} narrows the changes, {stage} the stages, to those in the state changes move from.
+_POSTGRESQL = """
+UPDATE resource_changes SET state = CAST(:to AS text), stages = CASE
+    WHEN json_array_length(stages) = 0 THEN stages
+    ELSE (
+        SELECT json_agg(
+            CASE WHEN {stage} THEN json_build_object('action', stage -> 'action', 'state', CAST(:to AS text))
+            ELSE stage END ORDER BY n)
+        FROM json_array_elements(resource_changes.stages) WITH ORDINALITY AS s(stage, n)
+    ) END
+WHERE run_id = :run_id{row}
+"""
+# json_each yields a list's items in order; json() keeps each item an object, not a string.
+# Only a replacement has stages: the others keep their empty list untouched.
+_SQLITE = """
+UPDATE resource_changes SET state = :to, stages = CASE
+    WHEN json_array_length(stages) = 0 THEN stages
+    ELSE (
+        SELECT json_group_array(json(
+            CASE WHEN {stage} THEN json_object('action', json_extract(value, '$.action'), 'state', :to)
+            ELSE value END))
+        FROM (SELECT value FROM json_each(resource_changes.stages) ORDER BY key)
+    ) END
+WHERE run_id = :run_id{row}
+"""
+# asyncpg wants one type per parameter: PostgreSQL's are all cast to text.
+_IN_STATE = {
+    "postgresql": ("stage ->> 'state' = CAST(:from AS text)", " AND state = CAST(:from AS text)"),
+    "sqlite": ("json_extract(value, '$.state') = :from", " AND state = :from"),
+}
+
+
+async def move_change_states(
+    session: AsyncSession, run_id: str, to: ResourceState, *, only_from: ResourceState | None = None
+) -> int:
+    """Moves the run's planned changes (and their stages) to `to`, only those in `only_from`
+    when given, in one statement. Returns how many changes moved."""
+    dialect = (await session.connection()).dialect.name
+    template = _SQLITE if dialect == "sqlite" else _POSTGRESQL
+    params: dict[str, str] = {"run_id": run_id, "to": to.value}
+    if only_from is None:
+        statement = template.format(stage="TRUE", row="")
+    else:
+        params["from"] = only_from.value
+        stage, row = _IN_STATE[dialect]
+        statement = template.format(stage=stage, row=row)
+    result = await session.execute(text(statement), params)
+    return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""Messages shared by the control plane, its executors and its processes."""

@@ -1,0 +1,198 @@
+"""What people ask the services to do, as typed commands.
+
+The API layers build these (REST from a JSON body, GraphQL from its arguments) through
+api/validation.py, which words a refusal for a person and names the field; the services receive
+only valid commands. Pydantic rather than msgspec: the settings (pydantic-settings), these
+commands and the pub/sub events share one way of declaring a shape, Strawberry can map its
+inputs onto pydantic models, and pydantic's errors carry each failing field's location, which
+the 422 `field` needs. Its speed is not a concern at these sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
+from firstlume.domain.runs import RunType
+
+SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+PATH_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a field must be, in words, for refusals: "'<field>' must be <what>"."""
+
+    what: str
+
+
+def shown(value: Any) -> str:
+    """A refused value as a message quotes it: whole when short, never a megabyte of it."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def refuse(message: str) -> PydanticCustomError:
+    """A refusal whose message is already the whole sentence for a person."""
+    return PydanticCustomError("firstlume", message)
+
+
+def _slug(value: str, info: ValidationInfo) -> str:
+    if not SLUG.match(value):
+        raise refuse(
+            f"'{info.field_name}' must be lowercase letters, digits and dashes (1 to 63 characters), "
+            f"starting and ending with a letter or digit; got {shown(value)}."
+        )
+    return value
+
+
+def _not_blank(value: str, info: ValidationInfo) -> str:
+    if not value.strip():
+        raise refuse(f"'{info.field_name}' must not be empty.")
+    return value
+
+
+def _folder_path(value: str, info: ValidationInfo) -> str:
+    segments = value.strip("/").split("/")
+    if not value.strip("/") or not all(PATH_SEGMENT.match(s) and s not in (".", "..") for s in segments):
+        raise refuse(
+            f"'{info.field_name}' must be a folder path such as \"prod/eu\" (letters, digits, '-', '_', '.'); got {shown(value)}."
+        )
+    return "/".join(segments)
+
+
+def _relative_path(value: str, info: ValidationInfo) -> str:
+    parts = [p for p in value.strip().split("/") if p not in ("", ".")]
+    if value.startswith("/") or any(p == ".." for p in parts):
+        raise refuse(
+            f"'{info.field_name}' must be a path inside the repository, such as \"infra/net\"; got {shown(value)}."
+        )
+    return "/".join(parts) or "."
+
+
+def _variable_name(value: str, info: ValidationInfo) -> str:
+    if not VARIABLE_NAME.match(value):
+        raise refuse(
+            f"Variable name {shown(value)} must start with a letter or '_' and hold only letters, digits and '_'."
+        )
+    return value
+
+
+def _once_each(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+# Given as a domain enum's string value (or the enum itself): the one place types are not strict.
+LAX = Field(strict=False)
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+Slug = Annotated[str, AfterValidator(_slug)]
+FolderPath = Annotated[
+    str, Field(max_length=1000), AfterValidator(_folder_path), Expect('a folder path such as "prod/eu"')
+]
+RelativePath = Annotated[str, Field(max_length=1000), AfterValidator(_relative_path)]
+VariableName = Annotated[str, AfterValidator(_variable_name)]
+
+
+class Command(BaseModel):
+    """Unknown fields are refused; types are not coerced ("yes" is not true, 5 is not "5")."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # For refusals of unknown fields: who takes what.
+    noun: ClassVar[str] = "this request"
+    unknown_field: ClassVar[str] = "Unknown field '{field}'; {noun} takes {fields}."
+
+
+class StartRun(Command):
+    noun = "a run"
+    type: Annotated[RunType, LAX]
+
+
+class ApproveRun(Command):
+    noun = "approval"
+    # Addresses of the deleted or replaced resources the approver confirms (confirm_destructive).
+    acknowledged: Annotated[
+        list[str], AfterValidator(_once_each), Expect("a list of resource addresses (strings)")
+    ] = []
+
+
+class DiscardRun(Command):
+    noun = "discarding a run"
+
+
+class CancelRun(Command):
+    noun = "canceling a run"
+
+
+class CreateStack(Command):
+    noun = "a stack"
+    slug: Slug
+    repository: Annotated[NonBlank, Field(max_length=2000)]
+    # Absent or null: the slug, "main", the repository's root.
+    name: Annotated[NonBlank, Field(max_length=200)] | None = None
+    folder: FolderPath | None = None
+    branch: Annotated[NonBlank, Field(max_length=255)] | None = None
+    path: RelativePath | None = None
+    # Write-only credentials, stored sealed.
+    git_https_token: Annotated[NonBlank, Field(max_length=2000)] | None = None
+    git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
+
+
+class CreateFolder(Command):
+    noun = "a folder"
+    path: FolderPath
+
+
+class PatchSettings(Command):
+    """Only the settings given change; null removes the level's value, so it inherits again."""
+
+    noun = "settings"
+    unknown_field = "Unknown setting '{field}'; the settings are {fields}."
+    require_approval: bool | None = None
+    confirm_destructive: bool | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Self:
+        if not self.model_fields_set:
+            raise refuse(f"Send at least one of {', '.join(SETTING_NAMES)}.")
+        return self
+
+    def changes(self) -> dict[str, bool | None]:
+        return {name: getattr(self, name) for name in SETTING_NAMES if name in self.model_fields_set}
+
+
+class PutVariable(Command):
+    noun = "a variable"
+    name: VariableName
+    # Before `value`, whose check reads it.
+    kind: Annotated[VariableKind, LAX] = VariableKind.TERRAFORM
+    sensitive: bool = False
+    # Non-strings are kept as JSON text, which Terraform reads as the matching type.
+    value: Annotated[Any, Expect("a string, number, boolean, list or object")]
+
+    @field_validator("value")
+    @classmethod
+    def _json_value(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str | int | float | bool | list | dict):
+            raise PydanticCustomError("json_value", "not a JSON value")
+        if info.data.get("kind") is VariableKind.ENV and not isinstance(value, str):
+            raise refuse("An env variable's 'value' must be a string.")
+        return value
+
+    def value_text(self) -> str:
+        return self.value if isinstance(self.value, str) else json.dumps(self.value)

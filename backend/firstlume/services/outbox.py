@@ -1,0 +1,194 @@
+"""Events that must not be lost: written to the outbox in the transaction of the change they
+announce, published after commit by the relay, which retries until the broker takes them.
+
+Delivery is at least once: a process that dies between publishing and marking a row published
+publishes it again at its next pass, so listeners treat events as "read again", never as data.
+Events of different rows may arrive out of order when several processes relay at once.
+
+One relay runs per control-plane process (app.py's lifespan). It is kicked right after a commit
+that wrote outbox rows and also polls, for rows of other processes, of the CLI, and for retries.
+On PostgreSQL, relays of several processes claim disjoint rows (FOR UPDATE SKIP LOCKED); SQLite
+has one process and one writer at a time. Published rows are kept for RETENTION (for the
+notification and audit consumers), then deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from datetime import datetime, timedelta
+
+from pydantic import ValidationError
+from sqlalchemy import delete, select, update
+
+from firstlume.db.engine import Database
+from firstlume.db.models import OutboxEvent
+from firstlume.db.types import utcnow
+from firstlume.protocol.events import Event, event_from
+from firstlume.pubsub import PublishFailed, PubSub
+from firstlume.services.context import Unit
+
+log = logging.getLogger("firstlume.outbox")
+
+RETENTION = timedelta(days=7)
+
+
+def record(unit: Unit, event: Event, channels: list[str], *, notification: str | None = None) -> None:
+    """Adds `event` to the outbox in the unit's transaction: it is published once, and only if,
+    the unit commits."""
+    now = utcnow()
+    unit.session.add(
+        OutboxEvent(
+            created_at=now,
+            kind=event.type,
+            notification=notification,
+            channels=channels,
+            payload=event.model_dump(mode="json", exclude_none=True),
+            attempts=0,
+            available_at=now,
+        )
+    )
+    unit.wrote_outbox = True
+
+
+def backoff(attempts: int, *, first: float, longest: float) -> float:
+    """Seconds before the next try after `attempts` failed ones: doubling, with jitter."""
+    return min(first * 2 ** (attempts - 1), longest) * random.uniform(0.8, 1.2)
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        db: Database,
+        pubsub: PubSub,
+        *,
+        interval: float = 1.0,
+        batch: int = 200,
+        first_backoff: float = 0.5,
+        longest_backoff: float = 30.0,
+        cleanup_interval: float = 600.0,
+    ) -> None:
+        self.db = db
+        self.pubsub = pubsub
+        self.interval = interval
+        self.batch = batch
+        self.first_backoff = first_backoff
+        self.longest_backoff = longest_backoff
+        self.cleanup_interval = cleanup_interval
+        self._kicked = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    def kick(self) -> None:
+        """Publish now rather than at the next poll."""
+        self._kicked.set()
+
+    async def start(self) -> None:
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name="firstlume-outbox-relay")
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Publishes what the last requests wrote, then stops. The loop ends between passes:
+        cancelling a pass inside a database call does not reliably end it (the driver can turn
+        the cancellation into an error of its own, which the loop survives)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        self._kicked.set()
+        try:
+            await asyncio.wait_for(task, grace)
+        except TimeoutError:
+            log.warning(
+                "the outbox relay did not stop within %gs; unpublished events wait for the next start",
+                grace,
+            )
+        except Exception:
+            log.warning("the outbox relay could not publish everything before stopping", exc_info=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_cleanup = loop.time()
+        while True:
+            stopping = self._stopping
+            self._kicked.clear()
+            try:
+                await self.publish_pending()
+                if not stopping and loop.time() >= next_cleanup:
+                    await self.delete_old()
+                    next_cleanup = loop.time() + self.cleanup_interval
+            except Exception:  # the database is unreachable: try again at the next poll
+                log.exception("the outbox relay's pass failed")
+            if stopping:
+                return
+            try:
+                await asyncio.wait_for(self._kicked.wait(), self.interval)
+            except TimeoutError:
+                pass
+
+    async def publish_pending(self) -> int:
+        """Publishes every due event, oldest first, in batches; returns how many were published."""
+        total = 0
+        while True:
+            published, full = await self._pass()
+            total += published
+            if not full:
+                return total
+
+    async def _pass(self) -> tuple[int, bool]:
+        async with self.db.transaction() as session:
+            now = utcnow()
+            query = (
+                select(OutboxEvent)
+                .where(OutboxEvent.published_at.is_(None), OutboxEvent.available_at <= now)
+                .order_by(OutboxEvent.id)
+                .limit(self.batch)
+            )
+            if not self.db.is_sqlite:
+                query = query.with_for_update(skip_locked=True)
+            rows = list(await session.scalars(query))
+            done: list[int] = []
+            failure: PublishFailed | None = None
+            for index, row in enumerate(rows):
+                try:
+                    await self._publish(row)
+                except PublishFailed as error:
+                    failure = error
+                    # Later rows wait too, so that a run's events keep their order.
+                    self._retry_later(rows[index:], str(error), now)
+                    break
+                done.append(row.id)
+            if done:
+                await session.execute(
+                    update(OutboxEvent)
+                    .where(OutboxEvent.id.in_(done))
+                    .values(published_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+        if failure is not None:
+            log.warning("outbox events wait for the broker: %s", failure)
+        return len(done), failure is None and len(rows) == self.batch
+
+    async def _publish(self, row: OutboxEvent) -> None:
+        try:
+            event = event_from(row.payload)
+        except ValidationError:
+            # Written by a newer or broken version: publishing it can never work, and retrying
+            # it forever would hold back every later event.
+            log.error("outbox event %s is not a valid %s event; skipped", row.id, row.kind)
+            return
+        for channel in row.channels:
+            await self.pubsub.publish(channel, event)
+
+    def _retry_later(self, rows: list[OutboxEvent], error: str, now: datetime) -> None:
+        # One delay for all, the failed row's, so that the later rows do not overtake it.
+        delay = backoff(rows[0].attempts + 1, first=self.first_backoff, longest=self.longest_backoff)
+        for row in rows:
+            row.attempts += 1
+            row.last_error = error[:1000]
+            row.available_at = now + timedelta(seconds=delay)
+
+    async def delete_old(self) -> None:
+        async with self.db.transaction() as session:
+            await session.execute(delete(OutboxEvent).where(OutboxEvent.published_at < utcnow() - RETENTION))

@@ -1,0 +1,308 @@
+"""A committed change is never answered with a 500 because its event could not be published, and
+its event is not lost: the outbox relay publishes it once the broker is back. The PostgreSQL event
+connection comes back by itself after the server ends it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy import select
+from starlette.applications import Starlette
+
+from conftest import (
+    PG_SERVER,
+    Tenant,
+    _asyncpg_url,
+    _pg_admin,
+    _sqlalchemy_pg_url,
+    make_stack,
+    settings_env,
+    start_live_server,
+    stop_live_server,
+)
+from firstlume.app import create_app
+from firstlume.db.models import OutboxEvent, ResourceChange, Run, RunStep
+from firstlume.domain.runs import ResourceState, RunStatus, StepStatus
+from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
+from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, org_runs_channel
+from firstlume.services import accounts, catalog
+from firstlume.services.context import Context
+from firstlume.settings import Settings
+
+O = "/api/v1/orgs/acme"
+
+
+async def eventually(condition: Callable[[], Awaitable[Any]], seconds: float, what: str) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := await condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds}s waiting for {what}")
+        await asyncio.sleep(0.05)
+    return value
+
+
+class Broker:
+    """Puts the app's pub/sub out of service: every publish fails as if its connection were down."""
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self.is_down = False
+        self.refused = 0
+        real = pubsub.publish
+
+        async def publish(channel: str, event: Event) -> None:
+            if self.is_down:
+                self.refused += 1
+                raise PublishFailed("The broker is down (test).")
+            await real(channel, event)
+
+        pubsub.publish = publish  # type: ignore[method-assign]
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[Starlette]:
+    served = create_app(settings)
+    async with served.router.lifespan_context(served):
+        yield served
+
+
+@pytest.fixture
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as client:
+        yield client
+
+
+async def awaiting_approval(ctx: Context, tenant: Tenant) -> tuple[str, str]:
+    """(org id, run id) of a run awaiting approval with a few planned changes."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    async with ctx.unit() as unit:
+        actor = await accounts.authenticate(unit.session, tenant.token)
+        org = await accounts.org_for(unit.session, actor, tenant.org)
+        stack = await catalog.stack_by_slug(unit.session, org, "net")
+        stack.run_counter = 1
+        run = Run(
+            org_id=org.id, stack_id=stack.id, number=1, type="apply", status=RunStatus.AWAITING_APPROVAL,
+            acknowledged=[], variables_used=[], state_backends=[], has_plan=True, summary_create=3,
+        )  # fmt: skip
+        unit.session.add(run)
+        await unit.session.flush()
+        for i in range(3):
+            unit.session.add(
+                ResourceChange(
+                    run_id=run.id,
+                    position=i,
+                    address=f"terraform_data.r{i}",
+                    type="terraform_data",
+                    unit=".",
+                    action="create",
+                    attributes=[],
+                    replaced_because=[],
+                    stages=[],
+                )
+            )
+        unit.session.add(RunStep(run_id=run.id, name="approval", position=0, status=StepStatus.RUNNING))
+        return org.id, run.id
+
+
+async def test_a_broker_outage_after_commit_answers_success_and_the_events_arrive_once_it_is_back(
+    app: Starlette, http: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    app_ctx: Context = app.state.ctx
+    broker = Broker(app_ctx.pubsub)
+    org_id, waiting = await awaiting_approval(ctx, tenant)
+    async with app_ctx.pubsub.subscribe(org_runs_channel(org_id)) as heard:
+        broker.is_down = True
+        started = await http.post(f"{O}/stacks/net/runs", headers=tenant.headers, content='{"type": "plan"}')
+        assert started.status_code == 201, started.text
+        # Approval also sends best-effort wake-ups (its step, its resources): they fail quietly.
+        approved = await http.post(f"{O}/runs/{waiting}/approve", headers=tenant.headers, content="{}")
+        assert approved.status_code == 200, approved.text
+        new_run = started.json()["id"]
+
+        # Both changes are saved, and their events wait in the outbox after a failed attempt.
+        async def tried_and_waiting() -> bool:
+            async with ctx.db.transaction() as session:
+                rows = list(await session.scalars(select(OutboxEvent).order_by(OutboxEvent.id)))
+            return len(rows) == 2 and all(r.published_at is None and r.attempts >= 1 for r in rows)
+
+        await eventually(tried_and_waiting, 30, "the relay's first, failed attempt")
+        assert broker.refused >= 3  # the relay's attempt and the approval's two wake-ups
+        assert (await http.get(f"{O}/runs/{waiting}", headers=tenant.headers)).json()[
+            "status"
+        ] == "apply_queued"
+        assert heard.pending() == []
+
+        broker.is_down = False
+        received = [await heard.next(seconds=30), await heard.next(seconds=30)]
+    assert received == [
+        RunStatusChanged(run_id=new_run, org_id=org_id, status=RunStatus.QUEUED, from_status=None),
+        RunStatusChanged(
+            run_id=waiting,
+            org_id=org_id,
+            status=RunStatus.APPLY_QUEUED,
+            from_status=RunStatus.AWAITING_APPROVAL,
+        ),
+    ]
+
+    # The relay marks them published when its pass commits, just after sending them.
+    async def all_published() -> bool:
+        async with ctx.db.transaction() as session:
+            return all(r.published_at is not None for r in await session.scalars(select(OutboxEvent)))
+
+    await eventually(all_published, 30, "the outbox rows marked published")
+    async with ctx.db.transaction() as session:
+        assert set(await session.scalars(select(ResourceChange.state))) == {ResourceState.PENDING}
+
+
+# PostgreSQL ends the connections -------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_database(pg_template: str) -> Iterator[str]:
+    """A database of this test's own, so that ending its connections touches nobody else's."""
+    name = f"fl_ev_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"'))
+    yield name
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def terminate(database: str, *, application_name: str | None = None) -> int:
+    """Ends the backends of `database` (of one application only, when named), as a restart would."""
+    conn = await asyncpg.connect(PG_SERVER)
+    try:
+        rows = await conn.fetch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
+            " AND ($2::text IS NULL OR application_name = $2) AND application_name <> 'firstlume-test-listener'",
+            database,
+            application_name,
+        )
+        return len(rows)
+    finally:
+        await conn.close()
+
+
+def pg_pubsub_url(database: str) -> str:
+    return _asyncpg_url(database).replace("postgresql://", "postgres://")
+
+
+async def test_live_events_flow_again_after_postgresql_ends_the_event_connections(pg_database: str) -> None:
+    listener, publisher = PubSub(pg_pubsub_url(pg_database)), PubSub(pg_pubsub_url(pg_database))
+    await listener.connect()
+    await publisher.connect()
+    try:
+        async with listener.subscribe("run_r1") as events:
+            await publisher.publish("run_r1", LogAppended(run_id="r1", step="plan", offset=0, end=1))
+            assert await events.next(seconds=10) == LogAppended(run_id="r1", step="plan", offset=0, end=1)
+
+            assert await terminate(pg_database, application_name=APPLICATION_NAME) == 2
+
+            after = LogAppended(run_id="r1", step="plan", offset=1, end=2)
+
+            async def delivered() -> bool:
+                # The publisher's own connection was ended too: it refuses until it is back.
+                try:
+                    await publisher.publish("run_r1", after)
+                except PublishFailed:
+                    return False
+                # Sent before the listener listens again, it is lost: then the next try counts.
+                deadline = time.monotonic() + 1
+                while (left := deadline - time.monotonic()) > 0:
+                    if await events.next(seconds=left) == after:
+                        return True
+                return False
+
+            await eventually(delivered, 30, "an event published after the connections came back")
+    finally:
+        await listener.disconnect()
+        await publisher.disconnect()
+
+
+async def test_a_served_control_plane_keeps_answering_and_publishing_when_postgresql_ends_its_connections(
+    pg_database: str, tmp_path: Path
+) -> None:
+    database_url = _sqlalchemy_pg_url(pg_database)
+    ctx_settings = Settings.from_env(settings_env(database_url, tmp_path / "data", FIRSTLUME_SCHEDULER="off"))
+    from conftest import make_tenant
+    from firstlume.db.engine import Database
+    from firstlume.keys import load_keyring
+
+    db = Database(database_url)
+    ctx = Context(
+        settings=ctx_settings, db=db, keyring=load_keyring(ctx_settings), pubsub=PubSub("memory://")
+    )
+    tenant = await make_tenant(ctx, "acme", "ada@example.com")
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    async with db.transaction() as session:
+        org_id = (
+            await accounts.org_for(session, await accounts.authenticate(session, tenant.token), "acme")
+        ).id
+    await db.dispose()
+
+    server = await asyncio.to_thread(
+        start_live_server,
+        settings_env(database_url, tmp_path / "data", FIRSTLUME_SCHEDULER="off"),
+        tmp_path / "server.log",
+    )
+    heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    listening = await asyncpg.connect(
+        _asyncpg_url(pg_database), server_settings={"application_name": "firstlume-test-listener"}
+    )
+    await listening.add_listener(
+        org_runs_channel(org_id), lambda *args: heard.put_nowait(json.loads(args[3]))
+    )
+    try:
+        async with httpx.AsyncClient(base_url=server.url, headers=tenant.headers, timeout=30) as http:
+            first = await http.post(f"{O}/stacks/net/runs", content='{"type": "plan"}')
+            assert first.status_code == 201, first.text
+            assert (await asyncio.wait_for(heard.get(), 30))["run_id"] == first.json()["id"]
+
+            # Every connection of the server ends at once: its pool's and its event connection.
+            assert await terminate(pg_database) >= 2
+
+            second = await http.post(f"{O}/stacks/net/runs", content='{"type": "apply"}')
+            assert second.status_code == 201, second.text
+            event = await asyncio.wait_for(heard.get(), 30)
+            assert (event["run_id"], event["status"]) == (second.json()["id"], "queued")
+            canceled = await http.post(f"{O}/runs/{second.json()['id']}/cancel")
+            assert canceled.status_code == 200, canceled.text
+            event = await asyncio.wait_for(heard.get(), 30)
+            assert (event["run_id"], event["status"]) == (second.json()["id"], "canceled")
+        assert " 500 " not in server.log() and "Traceback" not in server.log()
+    finally:
+        await listening.close()
+        await asyncio.to_thread(stop_live_server, server)
+
+
+async def test_two_relays_publish_each_event_exactly_once(ctx: Context) -> None:
+    from firstlume.db.engine import Database
+    from firstlume.services import outbox
+    from firstlume.services.outbox import OutboxRelay
+
+    events = [LogAppended(run_id="r1", step="plan", offset=i, end=i + 1) for i in range(600)]
+    async with ctx.unit() as unit:
+        for event in events:
+            outbox.record(unit, event, ["run_r1"])
+    # Two processes: each its own engine; they share one broker, which counts what arrives.
+    relays = [OutboxRelay(Database(ctx.settings.database_url), ctx.pubsub, batch=50) for _ in range(2)]
+    async with ctx.pubsub.subscribe("run_r1") as heard:
+        published = await asyncio.gather(*(relay.publish_pending() for relay in relays))
+        received = []
+        while len(received) < len(events):
+            event = await heard.next(seconds=10)
+            assert event is not None, f"only {len(received)} events arrived"
+            received.append(event)
+        assert heard.pending() == []
+    for relay in relays:
+        await relay.db.dispose()
+    assert sum(published) == len(events)
+    assert sorted(received, key=lambda e: e.offset) == events  # type: ignore[union-attr]
