@@ -1,0 +1,188 @@
+"""P1: an apply of N `terraform_data` resources through Firstlume versus raw Terraform.
+
+    .venv/bin/python bench/bench_apply.py [postgresql|sqlite] [N ...]      (default: postgresql 100 1000)
+
+For each N, in the same run and on the same code:
+- floor: `terraform init && terraform plan -out=plan && terraform apply plan` in a temp dir;
+- Firstlume: POST an apply run (approval off) to a served control plane (uvicorn, its scheduler and
+  local executors, as `firstlume serve` runs them), then poll GET run until it is `applied`.
+Prints both and their ratio. PostgreSQL uses the local server (user postgres, trust auth), in a
+database created and dropped here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pygit2
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, benchmarks only
+ORG = "bench"
+USER = "bench@example.com"
+
+
+def main_tf(resources: int) -> str:
+    return f'resource "terraform_data" "r" {{\n  count = {resources}\n  input = "value-${{count.index}}"\n}}\n'
+
+
+def backend_tf(state_path: Path) -> str:
+    return 'terraform {\n  backend "local" {\n    path = "' + state_path.as_posix() + '"\n  }\n}\n'
+
+
+def terraform_env(root: Path) -> dict[str, str]:
+    config = root / "terraform.rc"
+    config.write_text("disable_checkpoint = true\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
+    env.update(TF_CLI_CONFIG_FILE=str(config), TF_IN_AUTOMATION="1", TF_INPUT="0", CHECKPOINT_DISABLE="1")
+    return env
+
+
+def floor(root: Path, resources: int) -> float:
+    """Raw Terraform, the three commands Firstlume's two phases run at the least."""
+    work = root / f"floor-{resources}"
+    work.mkdir()
+    (work / "main.tf").write_text(main_tf(resources))
+    (work / "backend.tf").write_text(backend_tf(root / f"floor-{resources}.tfstate"))
+    env = terraform_env(root)
+    started = time.perf_counter()
+    for args in (
+        ["init", "-input=false", "-no-color"],
+        ["plan", "-input=false", "-no-color", "-out=plan.tfplan"],
+        ["apply", "-input=false", "-no-color", "plan.tfplan"],
+    ):
+        subprocess.run(["terraform", *args], cwd=work, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def make_repo(path: Path, files: dict[str, str]) -> str:
+    path.mkdir(parents=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    repo.index.add_all()
+    repo.index.write()
+    signature = pygit2.Signature("Bench", USER)
+    repo.create_commit("HEAD", signature, signature, "bench", repo.index.write_tree(), [])
+    return path.resolve().as_uri()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ControlPlane:
+    def __init__(self, root: Path, database_url: str) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "FIRSTLUME_DATA_DIR": str(root / "data"),
+            "FIRSTLUME_DATABASE_URL": database_url,
+            "FIRSTLUME_ENCRYPTION_KEYS": KEY,
+            "FIRSTLUME_PUBLIC_URL": self.url,
+            "TF_CLI_CONFIG_FILE": str(root / "terraform.rc"),
+        }
+        firstlume = [sys.executable, "-m", "firstlume"]
+        subprocess.run([*firstlume, "migrate"], env=self.env, check=True, capture_output=True)
+        subprocess.run([*firstlume, "org", "create", ORG], env=self.env, check=True, capture_output=True)
+        token = subprocess.run(
+            [*firstlume, "token", "create", "--org", ORG, "--user", USER],
+            env=self.env, check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        self.log = (root / "server.log").open("wb")
+        self.process = subprocess.Popen(
+            [*firstlume, "serve", "--port", str(self.port), "--log-level", "warning"],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.http = httpx.Client(
+            base_url=f"{self.url}/api/v1/orgs/{ORG}", headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+        deadline = time.monotonic() + 60
+        while not self._ready():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("the control plane did not start; see " + str(root / "server.log"))
+            time.sleep(0.1)
+        self.http.patch("/settings", content=json.dumps({"require_approval": False})).raise_for_status()
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def apply(self, resources: int) -> float:
+        slug = f"s{resources}-{uuid.uuid4().hex[:6]}"
+        files = {"main.tf": main_tf(resources), "backend.tf": backend_tf(self.root / f"{slug}.tfstate")}
+        url = make_repo(self.root / "repos" / slug, files)
+        self.http.post("/stacks", content=json.dumps({"slug": slug, "repository": url})).raise_for_status()
+        started = time.perf_counter()
+        response = self.http.post(f"/stacks/{slug}/runs", content=json.dumps({"type": "apply"}))
+        response.raise_for_status()
+        run_id = response.json()["id"]
+        while True:
+            run = self.http.get(f"/runs/{run_id}").json()
+            if run["status"] == "applied":
+                return time.perf_counter() - started
+            if run["status"] in ("failed", "canceled", "no_changes"):
+                raise RuntimeError(f"the run ended {run['status']}: {run['error']}")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.http.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
+def main(dialect: str, sizes: list[int]) -> None:
+    if shutil.which("terraform") is None:
+        sys.exit("bench_apply needs `terraform` on PATH")
+    root = Path(tempfile.mkdtemp(prefix="fl-bench-apply-"))
+    terraform_env(root)  # writes the CLI config the control plane's executors use too
+    pg_name = None
+    if dialect == "postgresql":
+        pg_name = f"fl_bench_{uuid.uuid4().hex[:8]}"
+        subprocess.run(["psql", f"{PG_SERVER}/postgres", "-qc", f'CREATE DATABASE "{pg_name}"'], check=True)
+        database_url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{pg_name}"
+    else:
+        database_url = f"sqlite+aiosqlite:///{root / 'bench.db'}"
+    plane = ControlPlane(root, database_url)
+    try:
+        plane.apply(1)  # warm-up: the first run pays for imports and connections once
+        print(f"P1 apply, {dialect}: POST run → applied, versus terraform init && plan -out && apply")
+        for resources in sizes:
+            raw = floor(root, resources)
+            served = plane.apply(resources)
+            print(
+                f"{resources:>6} terraform_data   firstlume {served:7.2f} s   terraform {raw:7.2f} s"
+                f"   ratio {served / raw:5.2f}x"
+            )
+    finally:
+        plane.stop()
+        if pg_name:
+            subprocess.run(
+                ["psql", f"{PG_SERVER}/postgres", "-qc", f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)'],
+                check=False,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    dialect = args[0] if args and not args[0].isdigit() else "postgresql"
+    sizes = [int(a) for a in args if a.isdigit()] or [100, 1000]
+    main(dialect, sizes)
