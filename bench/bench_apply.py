@@ -30,10 +30,13 @@ PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, benchmarks only
 ORG = "bench"
 USER = "bench@example.com"
+TIMELINE = "--timeline" in sys.argv
 
 
 def main_tf(resources: int) -> str:
-    return f'resource "terraform_data" "r" {{\n  count = {resources}\n  input = "value-${{count.index}}"\n}}\n'
+    return (
+        f'resource "terraform_data" "r" {{\n  count = {resources}\n  input = "value-${{count.index}}"\n}}\n'
+    )
 
 
 def backend_tf(state_path: Path) -> str:
@@ -75,6 +78,21 @@ def make_repo(path: Path, files: dict[str, str]) -> str:
     signature = pygit2.Signature("Bench", USER)
     repo.create_commit("HEAD", signature, signature, "bench", repo.index.write_tree(), [])
     return path.resolve().as_uri()
+
+
+def print_timeline(run: dict[str, object]) -> None:
+    """Where the time went: each step's start and end, in seconds after the run was created."""
+    from datetime import datetime
+
+    created = datetime.fromisoformat(str(run["created_at"]))
+    for step in run["steps"]:  # type: ignore[attr-defined]
+        start, end = (
+            (datetime.fromisoformat(step[k]) - created).total_seconds() if step[k] else float("nan")
+            for k in ("started_at", "finished_at")
+        )
+        print(f"         {step['name']:<10} {start:7.2f} → {end:7.2f} s")
+    finished = (datetime.fromisoformat(str(run["finished_at"])) - created).total_seconds()
+    print(f"         {'applied':<10} {finished:7.2f} s")
 
 
 def free_port() -> int:
@@ -136,7 +154,10 @@ class ControlPlane:
         while True:
             run = self.http.get(f"/runs/{run_id}").json()
             if run["status"] == "applied":
-                return time.perf_counter() - started
+                elapsed = time.perf_counter() - started
+                if TIMELINE:
+                    print_timeline(run)
+                return elapsed
             if run["status"] in ("failed", "canceled", "no_changes"):
                 raise RuntimeError(f"the run ended {run['status']}: {run['error']}")
             time.sleep(0.01)

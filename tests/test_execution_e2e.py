@@ -236,8 +236,13 @@ def test_failing_resource_fails_the_run_and_the_rest_are_done_or_not_applied(
     assert "local-exec provisioner error" in changes["terraform_data.broken"]["error"]
     assert "provisioning-went-wrong" in changes["terraform_data.broken"]["error"]
     assert changes["terraform_data.first"]["error"] is None
-    assert run["error"] and "terraform_data.broken" in run["error"]
+    # The failure belongs to a resource: the run has no error of its own, and counts it apart.
+    assert run["error"] is None
+    assert run["failed_resources"] == {"count": 1, "addresses": ["terraform_data.broken"]}
     assert ("apply", "failed") in [(s["name"], s["status"]) for s in run["steps"]]
+    log = api.log(run_id, "apply")
+    assert log.count("Error: local-exec provisioner error") == 1
+    assert log.endswith("Apply failed: 1 resource failed: terraform_data.broken\n")
 
 
 REPLACED = """

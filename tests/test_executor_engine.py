@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from firstlume.executor.engine import (
-    Engine,
-    EngineError,
-    engine_environment,
-    readable_message,
-    write_var_file,
-)
+from firstlume.executor.engines import EngineError, make_engine
+from firstlume.executor.engines.base import engine_environment, write_var_file
+from firstlume.executor.engines.messages import readable_message
+from firstlume.protocol.executor import StateBackend
 
 VARIABLE_TF = """
 variable "region" {}
@@ -75,7 +72,7 @@ class Stack:
         self.env = engine_environment(base, self.work_dir, extra_env or {})
         self.lines: list[str] = []
         self.logged = asyncio.Event()
-        self.engine = Engine(
+        self.engine = make_engine(
             "terraform", code_dir=self.code_dir, work_dir=self.work_dir, env=self.env, log=self.write
         )
         self.plan_file = self.work_dir / "plan.tfplan"
@@ -101,7 +98,7 @@ class Stack:
     async def apply(self) -> tuple[int, list[dict[str, Any]]]:
         messages: list[dict[str, Any]] = []
 
-        async def on_message(message: dict[str, Any]) -> None:
+        def on_message(message: dict[str, Any]) -> None:
             messages.append(message)
             self.write(readable_message(message))
 
@@ -205,7 +202,7 @@ async def test_failed_plan_raises_with_the_engine_error_summary(tmp_path: Path) 
 
 async def test_missing_engine_binary_is_a_clear_error(tmp_path: Path) -> None:
     stack = Stack(tmp_path, {"main.tf": VARIABLE_TF})
-    engine = Engine(
+    engine = make_engine(
         "tofu",
         code_dir=stack.code_dir,
         work_dir=stack.work_dir,
@@ -222,7 +219,7 @@ async def test_state_backend_is_local_without_a_backend_block(tmp_path: Path) ->
     stack = Stack(tmp_path, {"main.tf": VARIABLE_TF})
     await stack.engine.init()
 
-    assert stack.engine.state_backends() == [{"unit": ".", "backend": "local"}]
+    assert stack.engine.state_backends() == [StateBackend(unit=".", backend="local")]
 
 
 @pytest.fixture
@@ -251,7 +248,7 @@ async def test_state_backend_is_the_one_init_configured(tmp_path: Path, http_sta
 
     await stack.engine.init()
 
-    assert stack.engine.state_backends() == [{"unit": ".", "backend": "http"}]
+    assert stack.engine.state_backends() == [StateBackend(unit=".", backend="http")]
 
 
 async def test_lock_file_is_absent_without_providers_and_restored_for_apply(tmp_path: Path) -> None:

@@ -495,6 +495,12 @@ class StateBackend:
     backend: str
 
 
+@strawberry.type(description="The resources whose apply failed; each one's error is on the resource.")
+class FailedResources:
+    count: int
+    addresses: list[str] = strawberry.field(description="The first 100 addresses, in plan order.")
+
+
 @strawberry.type(description="A piece of the run's log and the run-level offset just after it.")
 class LogChunk:
     text: str
@@ -696,6 +702,12 @@ class Run:
     @strawberry.field(description="The run's error when it failed for a reason that belongs to no resource.")
     def error(self) -> str | None:
         return self.row.error
+
+    @strawberry.field(description="The apply's failed resources; none means count 0.")
+    def failed_resources(self) -> FailedResources:
+        return FailedResources(
+            count=self.row.failed_resource_count, addresses=list(self.row.failed_resource_addresses or [])
+        )
 
     @strawberry.field(description="The planned changes, grouped and counted.")
     async def changes(self) -> Changes:

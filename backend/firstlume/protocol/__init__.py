@@ -1,0 +1,1 @@
+"""Messages that cross a process boundary, defined once for both sides."""
