@@ -1,24 +1,30 @@
 """P1: an apply of N `terraform_data` resources through Firstlume versus raw Terraform.
 
-    .venv/bin/python bench/bench_apply.py [postgresql|sqlite] [N ...]      (default: postgresql 100 1000)
+    .venv/bin/python bench/bench_apply.py [postgresql|sqlite] [N ...] [--timeline]
+                                                       (default: postgresql 100 1000)
 
 For each N, in the same run and on the same code:
 - floor: `terraform init && terraform plan -out=plan && terraform apply plan` in a temp dir;
 - Firstlume: POST an apply run (approval off) to a served control plane (uvicorn, its scheduler and
   local executors, as `firstlume serve` runs them), then poll GET run until it is `applied`.
-Prints both and their ratio. PostgreSQL uses the local server (user postgres, trust auth), in a
-database created and dropped here.
+Prints both and their ratio (--timeline: each step's start and end too). Also the executor's
+start-up: from spawning `firstlume executor` to its first request, beside a bare `python -c pass`.
+PostgreSQL uses the local server (user postgres, trust auth), in a database created and dropped here.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
+import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,6 +37,9 @@ KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, benchmarks onl
 ORG = "bench"
 USER = "bench@example.com"
 TIMELINE = "--timeline" in sys.argv
+# --profile: the control plane and its executors run under py-spy (pip install py-spy), which
+# writes collapsed stacks to bench-apply-profile.txt in the current directory.
+PROFILE = "--profile" in sys.argv
 
 
 def main_tf(resources: int) -> str:
@@ -122,8 +131,10 @@ class ControlPlane:
             env=self.env, check=True, capture_output=True, text=True,
         ).stdout.strip()  # fmt: skip
         self.log = (root / "server.log").open("wb")
+        profiler = ["py-spy", "record", "--subprocesses", "--format", "raw", "--rate", "200",
+                    "-o", str(Path.cwd() / "bench-apply-profile.txt"), "--"] if PROFILE else []  # fmt: skip
         self.process = subprocess.Popen(
-            [*firstlume, "serve", "--port", str(self.port), "--log-level", "warning"],
+            [*profiler, *firstlume, "serve", "--port", str(self.port), "--log-level", "warning"],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.http = httpx.Client(
@@ -151,27 +162,75 @@ class ControlPlane:
         response = self.http.post(f"/stacks/{slug}/runs", content=json.dumps({"type": "apply"}))
         response.raise_for_status()
         run_id = response.json()["id"]
-        while True:
-            run = self.http.get(f"/runs/{run_id}").json()
-            if run["status"] == "applied":
-                elapsed = time.perf_counter() - started
-                if TIMELINE:
-                    print_timeline(run)
-                return elapsed
-            if run["status"] in ("failed", "canceled", "no_changes"):
-                raise RuntimeError(f"the run ended {run['status']}: {run['error']}")
-            time.sleep(0.01)
+        # Following the log is one request that ends when the run does: no polling load on the
+        # control plane, and the end is seen as soon as the control plane publishes it.
+        with self.http.stream("GET", f"/runs/{run_id}/logs", params={"follow": "true"}) as follow:
+            for _ in follow.iter_bytes():
+                pass
+        elapsed = time.perf_counter() - started
+        run = self.http.get(f"/runs/{run_id}").json()
+        if run["status"] != "applied":
+            raise RuntimeError(f"the run ended {run['status']}: {run['error']}")
+        if TIMELINE:
+            print_timeline(run)
+        return elapsed
 
     def stop(self) -> None:
         self.http.close()
-        self.process.terminate()
-        self.process.wait(timeout=30)
+        self.process.send_signal(signal.SIGINT)  # py-spy writes its profile when its child ends
+        self.process.wait(timeout=60)
         self.log.close()
+
+
+def executor_startup(samples: int = 7) -> tuple[float, float]:
+    """Median seconds from spawning `firstlume executor` to its first request (answered 401, so
+    it stops there), and from spawning `python -c pass` to its exit."""
+    arrived = threading.Event()
+
+    class FirstRequest(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrived.set()
+            body = b'{"error": {"code": "unauthenticated", "message": "bench"}}'
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FirstRequest)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {
+        **os.environ,
+        "FIRSTLUME_CONTROL_PLANE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "FIRSTLUME_EXECUTOR_TOKEN": "bench",
+    }
+    startup, bare = [], []
+    for _ in range(samples):
+        arrived.clear()
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "firstlume", "executor"], env=env, stderr=subprocess.DEVNULL
+        )
+        arrived.wait(30)
+        startup.append(time.perf_counter() - started)
+        process.wait()
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - started)
+    server.shutdown()
+    return statistics.median(startup), statistics.median(bare)
 
 
 def main(dialect: str, sizes: list[int]) -> None:
     if shutil.which("terraform") is None:
         sys.exit("bench_apply needs `terraform` on PATH")
+    startup, bare = executor_startup()
+    print(
+        f"executor start-up (spawn → first request) {1000 * startup:6.0f} ms   python -c pass {1000 * bare:5.0f} ms"
+    )
     root = Path(tempfile.mkdtemp(prefix="fl-bench-apply-"))
     terraform_env(root)  # writes the CLI config the control plane's executors use too
     pg_name = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -99,6 +100,9 @@ class ExecutorClient:
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
             transport=transport,
+            # Loading the CA bundle is a good part of the executor's start-up; a plain-HTTP
+            # control plane (the local launcher's) has no certificate to check. HTTPS verifies.
+            verify=_tls_verification(base_url),
         )
         self._max_attempts = max(1, max_attempts)
         self._backoff = backoff_seconds
@@ -217,6 +221,12 @@ class ExecutorClient:
     def _delay(self, retry: int) -> float:
         delay = min(self._max_backoff, self._backoff * 2 ** (retry - 1))
         return float(delay * (0.5 + random.random() / 2))
+
+
+def _tls_verification(base_url: str) -> ssl.SSLContext | bool:
+    if base_url.lower().startswith("https:"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # never used: no TLS over http://
 
 
 def _parse(method: str, path: str, model: type[AnswerT], response: httpx.Response) -> AnswerT:

@@ -19,11 +19,11 @@ import traceback
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from firstlume.domain.apply_events import FAILED, ApplyTracker, ResourceUpdate
-from firstlume.domain.changes import changes_from_plan
 from firstlume.domain.runs import Phase, RunType, StepStatus
 from firstlume.executor.checkout import CheckoutError, Commit, GitAuth, checkout, display_url
 from firstlume.executor.client import ControlPlaneError, ExecutorClient, Unauthorized
@@ -33,6 +33,7 @@ from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
 from firstlume.executor.logs import LogShipper, Masker, secret_strings
+from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import (
     ConfigurationReport,
@@ -121,6 +122,7 @@ class PhaseRunner:
         self.ship_interval = ship_interval
         self.masker = Masker()
         self.logs = LogShipper(client, offset=0, masker=self.masker, interval=ship_interval)
+        self.reports = OrderedReports()
         self._step_name = "checkout"
         self._body: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
@@ -178,6 +180,14 @@ class PhaseRunner:
         finally:
             await heartbeat.stop()
         try:
+            await self.reports.stop()
+        except Unauthorized:
+            await self._abandon(heartbeat)
+            return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
+        except ControlPlaneError as exc:
+            if status == "succeeded":
+                status, error = "failed", self._describe(exc)
+        try:
             await self.logs.stop()
         except Unauthorized:
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
@@ -193,7 +203,9 @@ class PhaseRunner:
             branch = stack.branch or "main"
             self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
             commit = await self._checkout(spec, branch=branch)
-            await self.client.report_commit(commit.sha, commit.author, commit.message, commit.url)
+            self.reports.send(
+                partial(self.client.report_commit, commit.sha, commit.author, commit.message, commit.url)
+            )
             code_dir = self._code_dir(stack.path, commit)
             config = load_config(code_dir)
             variables = merge_variables(spec.variables, config)
@@ -201,11 +213,10 @@ class PhaseRunner:
                 VariableUse(name=v.name, origin=v.origin, sensitive=v.sensitive, kind=v.kind)
                 for v in variables
             ]
-            await self.client.report_configuration(
-                ConfigurationReport.model_validate(
-                    {"config_yaml": config.text, "engine": config.engine, "variables": public}
-                )
+            configuration = ConfigurationReport.model_validate(
+                {"config_yaml": config.text, "engine": config.engine, "variables": public}
             )
+            self.reports.send(partial(self.client.report_configuration, configuration))
             self._log(f"Engine: {config.engine}")
             for v in public:
                 self._log(f"Variable {v.name} ({v.kind}) from {v.origin}")
@@ -213,7 +224,7 @@ class PhaseRunner:
         engine = self._engine(config, code_dir, variables)
         async with self._step("init"):
             await engine.init()
-            await self.client.report_state_backends(engine.state_backends())
+            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
 
         async with self._step("plan"):
             terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
@@ -265,12 +276,13 @@ class PhaseRunner:
             engine = self._engine(config, code_dir, plan.variables)
             engine.restore_lock_file(plan.lock_file)
             await engine.init(lockfile_readonly=plan.lock_file is not None)
-            await self.client.report_state_backends(engine.state_backends())
+            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
 
             self._heading("apply")
             plan_file = self.work_dir / "plan.tfplan"
             plan_file.write_bytes(plan_bytes)
-            tracker = ApplyTracker(self._planned(await engine.show_json(plan_file), engine))
+            # The control plane lists the plan's changes: no `show -json` of the plan again.
+            tracker = ApplyTracker((c.address, c.action, tuple(c.stage_order)) for c in plan.changes)
             failure = await self._apply(engine, plan_file, tracker)
             if failure is not None:
                 raise failure
@@ -311,7 +323,9 @@ class PhaseRunner:
 
     @asynccontextmanager
     async def _step(self, name: str, *, heading: bool = True) -> AsyncIterator[None]:
-        await self.client.step(name, StepStatus.RUNNING)
+        """A step's start and end are reported in the background, in order; its end only once
+        the log it wrote is shipped, so a finished step always shows its whole log."""
+        self.reports.send(partial(self.client.step, name, StepStatus.RUNNING))
         self._step_name = name
         if heading:
             self._heading(name)
@@ -326,11 +340,13 @@ class PhaseRunner:
                 self._log(f"Error: {self._stop_reason}")
             elif not (isinstance(exc, PhaseFailure) and exc.logged):
                 self._log(f"Error: {self._describe(exc)}")
-            await self._quiet_flush()
-            await self.client.step(name, StepStatus.FAILED)
+            self.reports.send(partial(self._end_step, name, StepStatus.FAILED))
             raise
+        self.reports.send(partial(self._end_step, name, StepStatus.DONE))
+
+    async def _end_step(self, name: str, status: StepStatus) -> None:
         await self._quiet_flush()
-        await self.client.step(name, StepStatus.DONE)
+        await self.client.step(name, status)
 
     def _heading(self, part: str) -> None:
         """Both phases mark each part of their log the same way."""
@@ -389,13 +405,6 @@ class PhaseRunner:
             )
         return data
 
-    def _planned(self, plan_json: dict[str, Any], engine: Engine) -> list[tuple[str, str, tuple[str, ...]]]:
-        return [
-            (change.address, change.action, tuple(change.stage_order))
-            for unit, unit_plan in engine.unit_plans(plan_json)
-            for change in changes_from_plan(unit_plan, unit=unit)
-        ]
-
     def _report(self, update: ResourceUpdate) -> ResourceReport:
         error = self.masker.mask(update.error) if update.error is not None else None
         return ResourceReport.model_validate(
@@ -426,6 +435,7 @@ class PhaseRunner:
 
     async def _abandon(self, heartbeat: Heartbeat) -> None:
         await heartbeat.stop()
+        await self.reports.abandon()
         try:
             await self.logs.stop()
         except ControlPlaneError:

@@ -58,13 +58,13 @@ Base64Bytes = Annotated[
 class Request(BaseModel):
     """A request body an executor sends."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Answer(BaseModel):
     """An answer the control plane sends back."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 # -- variables ------------------------------------------------------------------------------------
@@ -220,6 +220,14 @@ class PlanRecorded(Answer):
     has_changes: bool | None = Field(description="whether the plan changes anything; null as for summary")
 
 
+class PlannedChange(Answer):
+    address: str = Field(description="the change's address")
+    action: str = Field(description="create, update, delete or replace")
+    stage_order: list[str] = Field(
+        default_factory=list, description="a replacement's operations in the order they will run"
+    )
+
+
 class PlanDownload(Answer):
     """`GET /plan`: what the apply phase applies."""
 
@@ -231,6 +239,10 @@ class PlanDownload(Answer):
     variables: list[Variable] = Field(description="the variables the plan used")
     config_yaml: str | None = Field(description="config.yaml of the plan's commit, or null")
     commit_sha: str | None = Field(description="the plan's commit")
+    changes: list[PlannedChange] = Field(
+        default_factory=list,
+        description="the changes the plan lists, in plan order, to follow during the apply",
+    )
 
 
 class StageReport(Request):

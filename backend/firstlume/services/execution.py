@@ -35,6 +35,7 @@ from firstlume.protocol.executor import (
     LogBatch,
     PhaseSpec,
     PlanDownload,
+    PlannedChange,
     PlanRecorded,
     PlanSummary,
     PlanUpload,
@@ -307,6 +308,14 @@ async def load_plan(ctx: Context, session: AsyncSession, run: Run, token: PhaseT
         variables=_stored_variables(ctx, run, artifact),
         config_yaml=run.config_yaml,
         commit_sha=run.commit_sha,
+        changes=[
+            PlannedChange(address=address, action=action, stage_order=[s["action"] for s in stages])
+            for address, action, stages in await session.execute(
+                select(ResourceChange.address, ResourceChange.action, ResourceChange.stages)
+                .where(ResourceChange.run_id == run.id)
+                .order_by(ResourceChange.position)
+            )
+        ],
     )
 
 

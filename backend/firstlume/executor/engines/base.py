@@ -11,7 +11,7 @@ import base64
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,10 +104,6 @@ class Engine(ABC):
     @abstractmethod
     async def show_json(self, plan_file: Path) -> dict[str, Any]:
         """The saved plan as the JSON the protocol uploads."""
-
-    @abstractmethod
-    def unit_plans(self, plan_json: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-        """(unit, `show -json` of that unit) for each unit of `show_json`'s answer."""
 
     @abstractmethod
     def _apply_command(self, plan_file: Path) -> list[str]:

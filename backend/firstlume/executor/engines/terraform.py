@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,6 @@ class Terraform(Engine):
             return dict(json.loads(out))
         except ValueError as exc:
             raise EngineError(f"{self.binary} show -json printed no JSON: {exc}") from None
-
-    def unit_plans(self, plan_json: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-        return [(".", plan_json)]
 
     def _apply_command(self, plan_file: Path) -> list[str]:
         return [self.binary, "apply", "-json", "-input=false", "-no-color", str(plan_file)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +57,6 @@ class Terragrunt(Engine):
     async def show_json(self, plan_file: Path) -> dict[str, Any]:
         self._restore(plan_file)
         return {UNITS_KEY: self._units_json()}
-
-    def unit_plans(self, plan_json: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-        return sorted((plan_json.get(UNITS_KEY) or {}).items())
 
     def _apply_command(self, plan_file: Path) -> list[str]:
         self._restore(plan_file)
