@@ -159,7 +159,9 @@ def test_real_failed_replacement_stages(tmp_path: Path, env: dict[str, str]) -> 
 
 
 @requires_terraform
-def test_real_stale_plan_is_a_run_error_and_leaves_everything_pending(tmp_path: Path, env: dict[str, str]) -> None:
+def test_real_stale_plan_is_a_run_error_and_leaves_everything_pending(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
     workdir = write_config(tmp_path / "stack", REPLACE_BEFORE)
     plan = plan_json(workdir, env)
     assert apply_json(workdir, env)[0].returncode == 0

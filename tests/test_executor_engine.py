@@ -295,3 +295,53 @@ def test_readable_message_of_a_diagnostic_shows_address_place_and_detail() -> No
         "  exit status 1.\n"
         "  Output: boom\n"
     )
+
+
+OUTPUTS_TF = """
+variable "pw" {
+  type      = string
+  default   = "s3cret-output-value"
+  sensitive = true
+}
+resource "terraform_data" "a" { input = "x" }
+output "str" { value = "hello \\"q\\" ${terraform_data.a.input}" }
+output "num" { value = 42.5 }
+output "int" { value = 3 }
+output "bool" { value = true }
+output "tuple" { value = ["a", 1] }
+output "empty" { value = [] }
+output "obj" { value = { name = "n", nested = { x = [1, 2] } } }
+output "secret" {
+  value     = var.pw
+  sensitive = true
+}
+output "nothing" { value = null }
+output "multi" { value = "line1\\nline2\\n" }
+output "set" { value = toset(["b", "a"]) }
+output "list" { value = tolist(["b", "a"]) }
+output "map" { value = tomap({ a = 1 }) }
+"""
+
+
+async def test_outputs_read_as_terraform_prints_them_with_sensitive_ones_hidden(tmp_path: Path) -> None:
+    # The same configuration applied twice: once as a person sees it, once through -json.
+    person = Stack(tmp_path / "person", {"main.tf": OUTPUTS_TF})
+    await person.engine.init()
+    await person.plan()
+    printed = await asyncio.create_subprocess_exec(
+        "terraform", "apply", "-no-color", "-input=false", str(person.plan_file),
+        cwd=person.code_dir, env=person.env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    human, _ = await printed.communicate()
+    stack = Stack(tmp_path / "json", {"main.tf": OUTPUTS_TF})
+    await stack.engine.init()
+    await stack.plan()
+
+    code, messages = await stack.apply()
+
+    assert code == 0
+    [outputs] = [m for m in messages if m["type"] == "outputs"]
+    expected = human.decode().split("Apply complete!", 1)[1].split("\n", 1)[1]
+    assert readable_message(outputs) == expected.replace("<sensitive>", "(sensitive)")
+    assert "secret = (sensitive)" in stack.log and "s3cret-output-value" not in stack.log
+    assert stack.log.endswith(expected.replace("<sensitive>", "(sensitive)"))
