@@ -7,9 +7,10 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from firstlume.settings import Settings, SettingsError
+if TYPE_CHECKING:
+    from firstlume.settings import Settings
 
 T = TypeVar("T")
 
@@ -56,7 +57,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_executor(args: argparse.Namespace) -> int:
+    # The executor reads its own environment (docs/executor-protocol.md) and loads nothing of the
+    # control plane, settings included: its start-up is on every run's critical path.
     from firstlume.executor.main import run_from_env
 
     return run_from_env()
@@ -127,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=cmd_serve)
 
     sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(
-        handler=cmd_executor
+        handler=None, standalone=cmd_executor
     )
     sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(
         handler=cmd_migrate
@@ -162,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "standalone", None) is not None:
+        return int(args.standalone(args) or 0)
+    from firstlume.settings import Settings, SettingsError
+
     try:
         settings = Settings.from_env()
     except SettingsError as error:

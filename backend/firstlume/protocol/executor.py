@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -155,7 +156,9 @@ class StepReport(Request):
     """`POST /steps`: a step starts or ends."""
 
     name: str = Field(min_length=1, max_length=50, description="checkout, init, plan, apply, …")
-    status: StepStatus = Field(description="running, done, failed or skipped")
+    status: Annotated[
+        StepStatus, WithJsonSchema({"type": "string", "enum": ["running", "done", "failed", "skipped"]})
+    ] = Field(description="the step starts (running) or ends (done, failed, skipped)")
 
     @field_validator("status")
     @classmethod
@@ -207,10 +210,10 @@ class PlanUpload(Request):
 
 
 class PlanSummary(Answer):
-    delete: int = 0
-    replace: int = 0
-    update: int = 0
-    create: int = 0
+    delete: int = Field(default=0, description="resources the plan deletes")
+    replace: int = Field(default=0, description="resources it replaces")
+    update: int = Field(default=0, description="resources it updates in place")
+    create: int = Field(default=0, description="resources it creates")
 
 
 class PlanRecorded(Answer):
@@ -288,17 +291,35 @@ class FinishAnswer(Answer):
     )
 
 
-REQUESTS: tuple[type[Request], ...] = (
-    CommitReport,
-    ConfigurationReport,
-    StepReport,
-    LogBatch,
-    StateBackendsReport,
-    PlanUpload,
-    ResourceReports,
-    FinishReport,
-)
-ANSWERS: tuple[type[Answer], ...] = (PhaseSpec, LogAccepted, PlanRecorded, PlanDownload, FinishAnswer)
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # under /api/v1/executor
+    request: type[Request] | None
+    answer: type[Answer] | None
+    success: str
+    notes: str = ""
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/spec", None, PhaseSpec, "200"),
+    Endpoint("POST", "/heartbeat", None, None, "204"),
+    Endpoint("POST", "/commit", CommitReport, None, "204", "plan phase"),
+    Endpoint("POST", "/configuration", ConfigurationReport, None, "204", "plan phase (an apply's is ignored)"),
+    Endpoint(
+        "POST", "/steps", StepReport, None, "204",
+        "409 `step_out_of_order` when ending a step that is not running, or starting a finished one",
+    ),
+    Endpoint(
+        "POST", "/logs", LogBatch, LogAccepted, "200",
+        "409 `log_gap` with `expected_offset` when `offset` is past the end",
+    ),
+    Endpoint("POST", "/state-backends", StateBackendsReport, None, "204"),
+    Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
+    Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
+    Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
+    Endpoint("POST", "/finish", FinishReport, FinishAnswer, "200"),
+)  # fmt: skip
 
 
 def field_path(location: tuple[int | str, ...]) -> str:
