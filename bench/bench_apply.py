@@ -1,6 +1,6 @@
 """P1: an apply of N `terraform_data` resources through Firstlume versus raw Terraform.
 
-    .venv/bin/python bench/bench_apply.py [postgresql|sqlite] [N ...] [--timeline]
+    .venv/bin/python bench/bench_apply.py [postgresql|sqlite] [N ...] [--repeat=3] [--timeline] [--profile]
                                                        (default: postgresql 100 1000)
 
 For each N, in the same run and on the same code:
@@ -40,6 +40,7 @@ TIMELINE = "--timeline" in sys.argv
 # --profile: the control plane and its executors run under py-spy (pip install py-spy), which
 # writes collapsed stacks to bench-apply-profile.txt in the current directory.
 PROFILE = "--profile" in sys.argv
+REPEAT = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--repeat=")), 3)
 
 
 def main_tf(resources: int) -> str:
@@ -62,10 +63,10 @@ def terraform_env(root: Path) -> dict[str, str]:
 
 def floor(root: Path, resources: int) -> float:
     """Raw Terraform, the three commands Firstlume's two phases run at the least."""
-    work = root / f"floor-{resources}"
+    work = root / f"floor-{resources}-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     (work / "main.tf").write_text(main_tf(resources))
-    (work / "backend.tf").write_text(backend_tf(root / f"floor-{resources}.tfstate"))
+    (work / "backend.tf").write_text(backend_tf(root / f"{work.name}.tfstate"))
     env = terraform_env(root)
     started = time.perf_counter()
     for args in (
@@ -245,11 +246,15 @@ def main(dialect: str, sizes: list[int]) -> None:
         plane.apply(1)  # warm-up: the first run pays for imports and connections once
         print(f"P1 apply, {dialect}: POST run → applied, versus terraform init && plan -out && apply")
         for resources in sizes:
-            raw = floor(root, resources)
-            served = plane.apply(resources)
+            # Alternated and repeated: the machine's load moves both sides alike; medians.
+            raws, serveds = [], []
+            for _ in range(REPEAT):
+                raws.append(floor(root, resources))
+                serveds.append(plane.apply(resources))
+            raw, served = statistics.median(raws), statistics.median(serveds)
             print(
                 f"{resources:>6} terraform_data   firstlume {served:7.2f} s   terraform {raw:7.2f} s"
-                f"   ratio {served / raw:5.2f}x"
+                f"   ratio {served / raw:5.2f}x   (median of {REPEAT})"
             )
     finally:
         plane.stop()

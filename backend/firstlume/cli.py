@@ -60,9 +60,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_executor(args: argparse.Namespace) -> int:
     # The executor reads its own environment (docs/executor-protocol.md) and loads nothing of the
     # control plane, settings included: its start-up is on every run's critical path.
-    from firstlume.executor.main import run_from_env
+    from firstlume.executor.main import run_from_env, run_when_told
 
-    return run_from_env()
+    return run_when_told() if args.spare else run_from_env()
 
 
 def cmd_org_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -129,9 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(handler=cmd_serve)
 
-    sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(
-        handler=None, standalone=cmd_executor
+    executor = sub.add_parser("executor", help="run one phase of a run (configured by environment)")
+    executor.add_argument(
+        "--spare",
+        action="store_true",
+        help="start ahead of need; read the environment from stdin (one JSON line)",
     )
+    executor.set_defaults(handler=None, standalone=cmd_executor)
     sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(
         handler=cmd_migrate
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import os
 import shutil
 import signal
@@ -10,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from firstlume.executor.client import ExecutorClient
 from firstlume.executor.phase import PhaseRunner
@@ -17,6 +20,25 @@ from firstlume.executor.phase import PhaseRunner
 URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
 TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"
 WORK_DIR_VAR = "FIRSTLUME_WORK_DIR"
+
+
+# Imported on first use during a phase; a spare executor imports them while it waits.
+_USED_LATER = ("httpcore", "anyio", "h11", "firstlume.executor.engines.terragrunt")
+
+
+def run_when_told(stdin: TextIO = sys.stdin) -> int:
+    """`firstlume executor --spare`: started ahead of need, with everything a phase imports
+    already imported, it waits for its phase's variables (the protocol's environment, one JSON
+    object on one line of stdin), then runs like `firstlume executor`. A launcher that goes
+    away first closes stdin, and the spare exits without a word."""
+    for module in _USED_LATER:
+        importlib.import_module(module)
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    told = json.loads(line)
+    os.environ.update({str(k): str(v) for k, v in told.items()})
+    return run_from_env(os.environ)
 
 
 def run_from_env(environ: Mapping[str, str] = os.environ) -> int:

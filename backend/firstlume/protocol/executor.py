@@ -59,13 +59,13 @@ Base64Bytes = Annotated[
 class Request(BaseModel):
     """A request body an executor sends."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Answer(BaseModel):
     """An answer the control plane sends back."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 # -- variables ------------------------------------------------------------------------------------
