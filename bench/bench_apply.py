@@ -183,9 +183,10 @@ class ControlPlane:
         self.log.close()
 
 
-def executor_startup(samples: int = 7) -> tuple[float, float]:
-    """Median seconds from spawning `firstlume executor` to its first request (answered 401, so
-    it stops there), and from spawning `python -c pass` to its exit."""
+def executor_startup(samples: int = 7) -> tuple[float, float, float]:
+    """Medians, in seconds: from spawning `firstlume executor` to its first request (answered
+    401, so it stops there); from telling a waiting spare executor its phase to its first request
+    (as the local launcher does); from spawning `python -c pass` to its exit."""
     arrived = threading.Event()
 
     class FirstRequest(http.server.BaseHTTPRequestHandler):
@@ -203,34 +204,45 @@ def executor_startup(samples: int = 7) -> tuple[float, float]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FirstRequest)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {
-        **os.environ,
+    told = {
         "FIRSTLUME_CONTROL_PLANE_URL": f"http://127.0.0.1:{server.server_address[1]}",
         "FIRSTLUME_EXECUTOR_TOKEN": "bench",
     }
-    startup, bare = [], []
+    executor = [sys.executable, "-m", "firstlume", "executor"]
+    cold, spare, bare = [], [], []
     for _ in range(samples):
         arrived.clear()
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", "executor"], env=env, stderr=subprocess.DEVNULL
-        )
+        process = subprocess.Popen(executor, env={**os.environ, **told}, stderr=subprocess.DEVNULL)
         arrived.wait(30)
-        startup.append(time.perf_counter() - started)
+        cold.append(time.perf_counter() - started)
         process.wait()
+
+        waiting = subprocess.Popen([*executor, "--spare"], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(2)  # long enough for its imports, as a spare has while no run needs it
+        assert waiting.stdin is not None
+        arrived.clear()
+        started = time.perf_counter()
+        waiting.stdin.write(json.dumps(told).encode() + b"\n")
+        waiting.stdin.close()
+        arrived.wait(30)
+        spare.append(time.perf_counter() - started)
+        waiting.wait()
+
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         bare.append(time.perf_counter() - started)
     server.shutdown()
-    return statistics.median(startup), statistics.median(bare)
+    return statistics.median(cold), statistics.median(spare), statistics.median(bare)
 
 
 def main(dialect: str, sizes: list[int]) -> None:
     if shutil.which("terraform") is None:
         sys.exit("bench_apply needs `terraform` on PATH")
-    startup, bare = executor_startup()
+    cold, spare, bare = executor_startup()
     print(
-        f"executor start-up (spawn → first request) {1000 * startup:6.0f} ms   python -c pass {1000 * bare:5.0f} ms"
+        f"executor start-up to its first request: spawned {1000 * cold:4.0f} ms, spare told {1000 * spare:4.0f} ms"
+        f"   (python -c pass {1000 * bare:3.0f} ms)"
     )
     root = Path(tempfile.mkdtemp(prefix="fl-bench-apply-"))
     terraform_env(root)  # writes the CLI config the control plane's executors use too
