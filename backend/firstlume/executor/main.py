@@ -16,6 +16,7 @@ from typing import TextIO
 
 from firstlume.executor.client import ExecutorClient
 from firstlume.executor.phase import PhaseRunner
+from firstlume.protocol.executor import PhaseResult
 
 URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
 TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"
@@ -73,7 +74,7 @@ async def _run(url: str, token: str, work_dir: Path, environ: Mapping[str, str],
             pass  # not in the main thread, or a platform without signals
         outcome = await runner.run()
     result = outcome.status or "not reported"
-    detail = f": {outcome.error}" if outcome.error and outcome.status != "succeeded" else ""
+    detail = f": {outcome.error}" if outcome.error and outcome.status != PhaseResult.SUCCEEDED else ""
     print(f"firstlume executor: {label}: {result}{detail}", file=sys.stderr)
     return outcome.exit_code
 

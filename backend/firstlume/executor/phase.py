@@ -140,7 +140,7 @@ class PhaseRunner:
         except Unauthorized:
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ControlPlaneError as exc:
-            return await self._finish("failed", f"the executor could not read its spec: {exc}")
+            return await self._finish(PhaseResult.FAILED, f"the executor could not read its spec: {exc}")
 
         for variable in spec.variables:
             self._add_secret_variable(variable)
@@ -157,7 +157,7 @@ class PhaseRunner:
         )
         await self.logs.start()
         await heartbeat.start()
-        status: PhaseResult = "succeeded"
+        status = PhaseResult.SUCCEEDED
         error: str | None = None
         body = self._plan_phase if spec.phase == Phase.PLAN else self._apply_phase
         self._body = asyncio.create_task(body(spec), name="phase")
@@ -169,14 +169,14 @@ class PhaseRunner:
                 if self._stop_reason is None:
                     raise
                 return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
-            status, error = "failed", self._stop_reason
+            status, error = PhaseResult.FAILED, self._stop_reason
         except Unauthorized:
             await self._abandon(heartbeat)
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ResourcesFailed:
-            status, error = "failed", None
+            status, error = PhaseResult.FAILED, None
         except Exception as exc:
-            status, error = "failed", self._describe(exc)
+            status, error = PhaseResult.FAILED, self._describe(exc)
         finally:
             await heartbeat.stop()
         try:
@@ -185,8 +185,8 @@ class PhaseRunner:
             await self._abandon(heartbeat)
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ControlPlaneError as exc:
-            if status == "succeeded":
-                status, error = "failed", self._describe(exc)
+            if status == PhaseResult.SUCCEEDED:
+                status, error = PhaseResult.FAILED, self._describe(exc)
         try:
             await self.logs.stop()
         except Unauthorized:
@@ -448,4 +448,4 @@ class PhaseRunner:
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)
-        return PhaseOutcome(status, error, answer.status, 0 if status == "succeeded" else 1)
+        return PhaseOutcome(status, error, answer.status, 0 if status == PhaseResult.SUCCEEDED else 1)

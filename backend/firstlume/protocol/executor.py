@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,7 +37,13 @@ MAX_RESOURCE_UPDATES = 5000
 
 Engine = Literal["terraform", "tofu", "terragrunt"]
 VariableKind = Literal["terraform", "env"]
-PhaseResult = Literal["succeeded", "failed"]
+
+
+class PhaseResult(StrEnum):
+    """What an executor reports of its phase (not a run status: the control plane decides that)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
 
 
 def _base64_bytes(value: Any) -> Any:
@@ -54,6 +61,10 @@ Base64Bytes = Annotated[
     PlainSerializer(lambda data: base64.b64encode(data).decode("ascii"), return_type=str),
     WithJsonSchema({"type": "string", "contentEncoding": "base64"}),
 ]
+
+
+# An executor reports a step starting or ending; `pending` is the control plane's own.
+REPORTED_STEP_STATUSES = tuple(s for s in StepStatus if s is not StepStatus.PENDING)
 
 
 class Request(BaseModel):
@@ -157,13 +168,13 @@ class StepReport(Request):
 
     name: str = Field(min_length=1, max_length=50, description="checkout, init, plan, apply, …")
     status: Annotated[
-        StepStatus, WithJsonSchema({"type": "string", "enum": ["running", "done", "failed", "skipped"]})
+        StepStatus, WithJsonSchema({"type": "string", "enum": [s.value for s in REPORTED_STEP_STATUSES]})
     ] = Field(description="the step starts (running) or ends (done, failed, skipped)")
 
     @field_validator("status")
     @classmethod
     def _reported_by_executors(cls, status: StepStatus) -> StepStatus:
-        if status is StepStatus.PENDING:
+        if status not in REPORTED_STEP_STATUSES:
             raise ValueError("must be running, done, failed or skipped: pending is the control plane's own")
         return status
 

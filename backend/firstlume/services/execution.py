@@ -33,6 +33,7 @@ from firstlume.protocol.executor import (
     FinishReport,
     GitCredentials,
     LogBatch,
+    PhaseResult,
     PhaseSpec,
     PlanDownload,
     PlannedChange,
@@ -399,7 +400,7 @@ async def _fail_running_steps(unit: Unit, run: Run) -> None:
     for step in await unit.session.scalars(
         select(RunStep).where(RunStep.run_id == run.id, RunStep.status == "running")
     ):
-        await set_step(unit, run, step.name, "failed")
+        await set_step(unit, run, step.name, StepStatus.FAILED)
 
 
 async def fail_run(
@@ -418,7 +419,7 @@ async def fail_run(
 
 async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishReport) -> Run:
     session = unit.session
-    if report.status == "failed":
+    if report.status == PhaseResult.FAILED:
         if report.error is None and token.phase == Phase.APPLY:
             # Resources failed, the run did not: their errors are on the resources, and the run
             # counts them in failed_resources rather than in its error.
