@@ -210,7 +210,7 @@ OK_UPDATE = {"address": "terraform_data.a", "state": "done"}
         ("/finish", {"status": "done"}, "status"),
         ("/commit", {"sha": 5, "author": "a", "message": "m"}, "sha"),
         ("/configuration", {"engine": "pulumi", "variables": []}, "engine"),
-        ("/configuration", {"engine": "terraform", "variables": [{"name": "a", "origin": "stack", "value": "leak"}]}, "variables[0].value"),
+        ("/configuration", {"engine": "terraform", "variables": [{"name": "a", "origin": 7, "value": "leak"}]}, "variables[0].origin"),
         ("/state-backends", {"backends": [{"unit": "."}]}, "backends[0].backend"),
         ("/plan", {"plan_file_b64": "%%%", "plan_json": {}}, "plan_file_b64"),
         ("/plan", {"plan_file_b64": "cGxhbg==", "plan_json": []}, "plan_json"),

@@ -67,9 +67,13 @@ class ResourcesFailed(PhaseFailure):
     """Only resources failed: their errors are on them (and in the log); the run has no error of
     its own, and the control plane counts them in failed_resources."""
 
+    NAMED = 20
+
     def __init__(self, addresses: list[str]) -> None:
         noun = "resource" if len(addresses) == 1 else "resources"
-        super().__init__(f"{len(addresses)} {noun} failed: {', '.join(addresses)}", logged=True)
+        named = ", ".join(addresses[: self.NAMED])
+        more = f" and {len(addresses) - self.NAMED} more" if len(addresses) > self.NAMED else ""
+        super().__init__(f"{len(addresses)} {noun} failed: {named}{more}", logged=True)
         self.addresses = addresses
 
 

@@ -97,7 +97,10 @@ class Variable(Answer):
 
 
 class VariableUse(Request):
-    """A variable the plan used, without its value."""
+    """A variable the plan used, without its value. A value sent here by mistake is dropped
+    (never stored) rather than refused: the run goes on, and nothing secret is kept."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     name: str = Field(min_length=1, max_length=200, description="the variable's name")
     origin: str = Field(max_length=1100, description="where its value came from")
