@@ -24,7 +24,7 @@ WORK_DIR_VAR = "FIRSTLUME_WORK_DIR"
 
 
 # Imported on first use during a phase; a spare executor imports them while it waits.
-_USED_LATER = ("httpcore", "anyio", "h11", "firstlume.executor.engines.terragrunt")
+_USED_LATER = ("httpcore", "h11", "anyio._backends._asyncio", "anyio.streams.tls", "anyio.to_thread")
 
 
 def run_when_told(stdin: TextIO = sys.stdin) -> int:
