@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export FIRSTLUME_DATA_DIR ?= $(CURDIR)/.firstlume
 
-.PHONY: run test install frontend check lint typecheck schema bench clean
+.PHONY: run test install frontend check lint typecheck schema protocol-doc bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,13 @@ check: lint typecheck
 schema: install
 	$(BIN)/firstlume export-schema schema.graphql
 
+# The executor protocol's message tables in docs/executor-protocol.md, from its models.
+protocol-doc: install
+	$(BIN)/python -m firstlume.protocol.doc docs/executor-protocol.md
+
 bench: install
+	$(BIN)/python bench/bench_apply.py postgresql
+	$(BIN)/python bench/bench_apply.py sqlite
 	$(BIN)/python bench/bench_changes.py
 	$(BIN)/python bench/bench_reads.py postgresql
 	$(BIN)/python bench/bench_logs.py

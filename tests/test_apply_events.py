@@ -159,7 +159,9 @@ def test_real_failed_replacement_stages(tmp_path: Path, env: dict[str, str]) -> 
 
 
 @requires_terraform
-def test_real_stale_plan_is_a_run_error_and_nothing_is_applied(tmp_path: Path, env: dict[str, str]) -> None:
+def test_real_stale_plan_is_a_run_error_and_leaves_everything_pending(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
     workdir = write_config(tmp_path / "stack", REPLACE_BEFORE)
     plan = plan_json(workdir, env)
     assert apply_json(workdir, env)[0].returncode == 0
@@ -169,8 +171,11 @@ def test_real_stale_plan_is_a_run_error_and_nothing_is_applied(tmp_path: Path, e
     rec.feed_all(messages)
     assert len(rec.tracker.run_errors) == 1
     assert rec.tracker.run_errors[0].startswith("Saved plan is stale")
-    assert {u.state for u in rec.final().values()} == {"not_applied"}
-    assert {s.state for u in rec.final().values() for s in u.stages} <= {"not_applied"}
+    # The apply never started: nothing is not_applied (reserved for "another resource failed"),
+    # everything stays pending, as approved and never started.
+    assert not rec.tracker.started
+    assert {u.state for u in rec.final().values()} == {"pending"}
+    assert {s.state for u in rec.final().values() for s in u.stages} <= {"pending"}
 
 
 # --- hand-written messages --------------------------------------------------------------------

@@ -236,8 +236,13 @@ def test_failing_resource_fails_the_run_and_the_rest_are_done_or_not_applied(
     assert "local-exec provisioner error" in changes["terraform_data.broken"]["error"]
     assert "provisioning-went-wrong" in changes["terraform_data.broken"]["error"]
     assert changes["terraform_data.first"]["error"] is None
-    assert run["error"] and "terraform_data.broken" in run["error"]
+    # The failure belongs to a resource: the run has no error of its own, and counts it apart.
+    assert run["error"] is None
+    assert run["failed_resources"] == {"count": 1, "addresses": ["terraform_data.broken"]}
     assert ("apply", "failed") in [(s["name"], s["status"]) for s in run["steps"]]
+    log = api.log(run_id, "apply")
+    assert log.count("Error: local-exec provisioner error") == 1
+    assert log.endswith("Apply failed: 1 resource failed: terraform_data.broken\n")
 
 
 REPLACED = """
@@ -345,3 +350,35 @@ def test_apply_refuses_a_plan_whose_recorded_hash_does_not_match(
     run = api.wait(run_id, "failed")
     assert "does not match" in run["error"]
     assert not repo.state_path.exists() or repo.resources() == {}
+
+
+WITH_OUTPUTS = """
+variable "token" {
+  type      = string
+  default   = "tok-3f9a-very-secret"
+  sensitive = true
+}
+resource "terraform_data" "site" { input = "eu" }
+output "region" { value = terraform_data.site.output }
+output "token" {
+  value     = var.token
+  sensitive = true
+}
+"""
+
+
+def test_both_phases_mark_their_parts_and_the_apply_log_ends_with_the_outputs(
+    api: Api, tmp_path: Path
+) -> None:
+    repo = make_stack_repo(tmp_path, WITH_OUTPUTS)
+    api.create_stack("app", repo)
+    api.settings("", {"require_approval": False})
+    run_id = api.start("app", "apply")
+    api.wait(run_id, "applied")
+
+    headings = [line for line in api.log(run_id).splitlines() if line.startswith("--- ")]
+    assert headings == ["--- checkout", "--- init", "--- plan", "--- checkout", "--- init", "--- apply"]
+    assert api.log(run_id, "plan").startswith("--- plan\n")
+    assert api.log(run_id, "apply").startswith("--- checkout\n")
+    assert api.log(run_id, "apply").endswith('\nOutputs:\n\nregion = "eu"\ntoken = (sensitive)\n')
+    assert "tok-3f9a-very-secret" not in api.log(run_id)

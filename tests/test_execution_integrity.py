@@ -107,5 +107,12 @@ def test_apply_of_a_stale_plan_is_refused_and_fails_the_run(api: Api, tmp_path: 
     api.approve(run_id)
     run = api.wait(run_id, "failed")
     assert "Saved plan is stale" in run["error"]
-    assert {c["state"] for c in api.by_address(run_id).values()} == {"not_applied"}
+    # The apply never started: its resources stay pending (approved, not started), not
+    # not_applied, which the documentation keeps for "another resource failed".
+    assert {c["state"] for c in api.by_address(run_id).values()} == {"pending"}
+    assert run["failed_resources"] == {"count": 0, "addresses": []}
+    # The error is printed once, and it is what the log ends with.
+    log = api.log(run_id)
+    assert log.count("Saved plan is stale") == 1, log
+    assert "Error: Saved plan is stale" in log.rstrip().rsplit("\n\n", 2)[-2], log
     assert repo.resources()["terraform_data.a"]["input"]["value"] == "1"

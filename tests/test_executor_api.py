@@ -191,3 +191,51 @@ async def test_finish_without_a_plan_fails_the_run_clearly(
         await client.get(f"/api/v1/orgs/{tenant.org}/runs/{phases[0].run_id}", headers=tenant.headers)
     ).json()
     assert run["error"] == "The plan phase ended without uploading a plan."
+
+
+OK_UPDATE = {"address": "terraform_data.a", "state": "done"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/resources", {"updates": [OK_UPDATE, OK_UPDATE, OK_UPDATE, {"address": "b", "state": "exploded"}]}, "updates[3].state"),
+        ("/resources", {"updates": [{**OK_UPDATE, "stages": [{"action": "delete", "state": "nope"}]}]}, "updates[0].stages[0].state"),
+        ("/resources", {"updates": [OK_UPDATE] * 5001}, "updates"),
+        ("/resources", {"updates": [], "extra": 1}, "extra"),
+        ("/steps", {"name": "plan", "status": "exploded"}, "status"),
+        ("/steps", {"name": "plan", "status": "pending"}, "status"),
+        ("/logs", {"offset": "0", "step": "plan", "text": "x"}, "offset"),
+        ("/logs", {"offset": 0, "step": "plan"}, "text"),
+        ("/finish", {"status": "done"}, "status"),
+        ("/commit", {"sha": 5, "author": "a", "message": "m"}, "sha"),
+        ("/configuration", {"engine": "pulumi", "variables": []}, "engine"),
+        ("/configuration", {"engine": "terraform", "variables": [{"name": "a", "origin": 7, "value": "leak"}]}, "variables[0].origin"),
+        ("/state-backends", {"backends": [{"unit": "."}]}, "backends[0].backend"),
+        ("/plan", {"plan_file_b64": "%%%", "plan_json": {}}, "plan_file_b64"),
+        ("/plan", {"plan_file_b64": "cGxhbg==", "plan_json": []}, "plan_json"),
+    ],
+)  # fmt: skip
+async def test_malformed_report_is_refused_naming_the_field_and_changes_nothing(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], ctx: Context, path: str, body: dict, field: str
+) -> None:
+    before = await snapshot(ctx)
+
+    response = await client.post(E + path, headers=bearer(phases[0]), content=json.dumps(body))
+
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["field"] == field
+    assert f"'{field}'" in error["message"]
+    assert "leak" not in response.text  # the offending value is not echoed: it may be a secret
+    assert await snapshot(ctx) == before
+
+
+async def test_a_dead_token_gets_401_whatever_it_sends(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch]
+) -> None:
+    response = await client.post(
+        f"{E}/resources", headers={"Authorization": "Bearer fl_dead"}, content='{"updates": "x"}'
+    )
+
+    assert response.status_code == 401

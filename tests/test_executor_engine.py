@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from firstlume.executor.engine import (
-    Engine,
-    EngineError,
-    engine_environment,
-    readable_message,
-    write_var_file,
-)
+from firstlume.executor.engines import EngineError, make_engine
+from firstlume.executor.engines.base import engine_environment, write_var_file
+from firstlume.executor.engines.messages import readable_message
+from firstlume.protocol.executor import StateBackend
 
 VARIABLE_TF = """
 variable "region" {}
@@ -75,7 +72,7 @@ class Stack:
         self.env = engine_environment(base, self.work_dir, extra_env or {})
         self.lines: list[str] = []
         self.logged = asyncio.Event()
-        self.engine = Engine(
+        self.engine = make_engine(
             "terraform", code_dir=self.code_dir, work_dir=self.work_dir, env=self.env, log=self.write
         )
         self.plan_file = self.work_dir / "plan.tfplan"
@@ -101,7 +98,7 @@ class Stack:
     async def apply(self) -> tuple[int, list[dict[str, Any]]]:
         messages: list[dict[str, Any]] = []
 
-        async def on_message(message: dict[str, Any]) -> None:
+        def on_message(message: dict[str, Any]) -> None:
             messages.append(message)
             self.write(readable_message(message))
 
@@ -205,7 +202,7 @@ async def test_failed_plan_raises_with_the_engine_error_summary(tmp_path: Path) 
 
 async def test_missing_engine_binary_is_a_clear_error(tmp_path: Path) -> None:
     stack = Stack(tmp_path, {"main.tf": VARIABLE_TF})
-    engine = Engine(
+    engine = make_engine(
         "tofu",
         code_dir=stack.code_dir,
         work_dir=stack.work_dir,
@@ -222,7 +219,7 @@ async def test_state_backend_is_local_without_a_backend_block(tmp_path: Path) ->
     stack = Stack(tmp_path, {"main.tf": VARIABLE_TF})
     await stack.engine.init()
 
-    assert stack.engine.state_backends() == [{"unit": ".", "backend": "local"}]
+    assert stack.engine.state_backends() == [StateBackend(unit=".", backend="local")]
 
 
 @pytest.fixture
@@ -251,7 +248,7 @@ async def test_state_backend_is_the_one_init_configured(tmp_path: Path, http_sta
 
     await stack.engine.init()
 
-    assert stack.engine.state_backends() == [{"unit": ".", "backend": "http"}]
+    assert stack.engine.state_backends() == [StateBackend(unit=".", backend="http")]
 
 
 async def test_lock_file_is_absent_without_providers_and_restored_for_apply(tmp_path: Path) -> None:
@@ -298,3 +295,53 @@ def test_readable_message_of_a_diagnostic_shows_address_place_and_detail() -> No
         "  exit status 1.\n"
         "  Output: boom\n"
     )
+
+
+OUTPUTS_TF = """
+variable "pw" {
+  type      = string
+  default   = "s3cret-output-value"
+  sensitive = true
+}
+resource "terraform_data" "a" { input = "x" }
+output "str" { value = "hello \\"q\\" ${terraform_data.a.input}" }
+output "num" { value = 42.5 }
+output "int" { value = 3 }
+output "bool" { value = true }
+output "tuple" { value = ["a", 1] }
+output "empty" { value = [] }
+output "obj" { value = { name = "n", nested = { x = [1, 2] } } }
+output "secret" {
+  value     = var.pw
+  sensitive = true
+}
+output "nothing" { value = null }
+output "multi" { value = "line1\\nline2\\n" }
+output "set" { value = toset(["b", "a"]) }
+output "list" { value = tolist(["b", "a"]) }
+output "map" { value = tomap({ a = 1 }) }
+"""
+
+
+async def test_outputs_read_as_terraform_prints_them_with_sensitive_ones_hidden(tmp_path: Path) -> None:
+    # The same configuration applied twice: once as a person sees it, once through -json.
+    person = Stack(tmp_path / "person", {"main.tf": OUTPUTS_TF})
+    await person.engine.init()
+    await person.plan()
+    printed = await asyncio.create_subprocess_exec(
+        "terraform", "apply", "-no-color", "-input=false", str(person.plan_file),
+        cwd=person.code_dir, env=person.env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    human, _ = await printed.communicate()
+    stack = Stack(tmp_path / "json", {"main.tf": OUTPUTS_TF})
+    await stack.engine.init()
+    await stack.plan()
+
+    code, messages = await stack.apply()
+
+    assert code == 0
+    [outputs] = [m for m in messages if m["type"] == "outputs"]
+    expected = human.decode().split("Apply complete!", 1)[1].split("\n", 1)[1]
+    assert readable_message(outputs) == expected.replace("<sensitive>", "(sensitive)")
+    assert "secret = (sensitive)" in stack.log and "s3cret-output-value" not in stack.log
+    assert stack.log.endswith(expected.replace("<sensitive>", "(sensitive)"))

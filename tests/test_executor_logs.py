@@ -314,7 +314,7 @@ async def test_client_raises_other_4xx_with_the_error_code_and_does_not_retry() 
     client = ExecutorClient("http://cp", "t", transport=httpx.MockTransport(refuse), sleep=no_sleep)
 
     with pytest.raises(RequestRejected) as refused:
-        await client.send_logs(0, "", "x")
+        await client.send_logs(0, "plan", "x")
     assert (refused.value.status, refused.value.code, refused.value.details) == (
         422,
         "invalid_request",

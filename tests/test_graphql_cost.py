@@ -22,6 +22,7 @@ from firstlume.app import create_app
 from firstlume.db.engine import Database
 from firstlume.db.models import ResourceChange, Run, RunStep, Stack
 from firstlume.db.types import utcnow
+from firstlume.protocol.executor import LogBatch
 from firstlume.services import accounts, dispatch, execution
 from firstlume.services.context import Context
 from firstlume.settings import Settings
@@ -290,7 +291,7 @@ async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscr
         # Written through the served app's services, so its pub/sub carries the event.
         async with served.unit() as unit:
             run, _ = await execution.authenticate_phase(unit.session, launch.token, lock=True)
-            await execution.append_log(unit, run, {"offset": run.log_length, "step": "plan", "text": text})
+            await execution.append_log(unit, run, LogBatch(offset=run.log_length, step="plan", text=text))
 
     for i in range(300):
         await append(f"existing line {i}\n")

@@ -35,6 +35,7 @@ CHANGES: list[tuple[str, ResourceState | None, list[dict[str, Any]]]] = [
     ("terraform_data.done", R.DONE, NONE),
     ("terraform_data.replace_half", R.APPLYING, [{"action": "create", "state": "done"}, {"action": "delete", "state": "pending"}]),
     ("terraform_data.waits", R.PENDING, NONE),
+    ("terraform_data.broken", R.FAILED, NONE),
 ]  # fmt: skip
 STEPS = {"checkout": StepStatus.DONE, "work": StepStatus.RUNNING}
 
@@ -47,6 +48,8 @@ def test_every_arrow_declares_its_effects_and_only_the_arrows_do() -> None:
 def expected_changes(effects: Effects) -> list[tuple[str, ResourceState | None, list[dict[str, Any]]]]:
     rule = effects.changes
     if rule is None:
+        return CHANGES
+    if rule.only_once_started and all(state in (None, rule.only_from) for _, state, _ in CHANGES):
         return CHANGES
     moved = []
     for address, state, stages in CHANGES:
@@ -183,6 +186,12 @@ async def test_each_transition_carries_out_exactly_its_declared_effects(
         ]
         assert changes == expected_changes(effects)
 
+        failed = [address for address, state, _ in CHANGES if state is R.FAILED]
+        if effects.record_failed_resources:
+            assert (run.failed_resource_count, run.failed_resource_addresses) == (len(failed), failed)
+        else:
+            assert (run.failed_resource_count, run.failed_resource_addresses) == (0, [])
+
         [token] = await session.scalars(select(PhaseToken))
         assert (token.revoked_at is not None) == effects.revoke_phase_tokens
 
@@ -233,3 +242,5 @@ def test_approval_rules_are_the_documented_ones() -> None:
     # before it started → not_applied.
     assert (ALL_PENDING.to, ALL_PENDING.only_from) == (R.PENDING, None)
     assert (UNSTARTED_NOT_APPLIED.to, UNSTARTED_NOT_APPLIED.only_from) == (R.NOT_APPLIED, R.PENDING)
+    # An apply that never began (no resource left pending) leaves every resource pending.
+    assert UNSTARTED_NOT_APPLIED.only_once_started

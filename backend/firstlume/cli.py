@@ -7,9 +7,10 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from firstlume.settings import Settings, SettingsError
+if TYPE_CHECKING:
+    from firstlume.settings import Settings
 
 T = TypeVar("T")
 
@@ -56,10 +57,12 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
-    from firstlume.executor.main import run_from_env
+def cmd_executor(args: argparse.Namespace) -> int:
+    # The executor reads its own environment (docs/executor-protocol.md) and loads nothing of the
+    # control plane, settings included: its start-up is on every run's critical path.
+    from firstlume.executor.main import run_from_env, run_when_told
 
-    return run_from_env()
+    return run_when_told() if args.spare else run_from_env()
 
 
 def cmd_org_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -144,9 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(handler=cmd_serve)
 
-    sub.add_parser("executor", help="run one phase of a run (configured by environment)").set_defaults(
-        handler=cmd_executor
+    executor = sub.add_parser("executor", help="run one phase of a run (configured by environment)")
+    executor.add_argument(
+        "--spare",
+        action="store_true",
+        help="start ahead of need; read the environment from stdin (one JSON line)",
     )
+    executor.set_defaults(handler=None, standalone=cmd_executor)
     sub.add_parser("migrate", help="upgrade the database to the current schema").set_defaults(
         handler=cmd_migrate
     )
@@ -184,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "standalone", None) is not None:
+        return int(args.standalone(args) or 0)
+    from firstlume.settings import Settings, SettingsError
+
     try:
         settings = Settings.from_env()
     except SettingsError as error:

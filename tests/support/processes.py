@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def executor_pids(run_id: str) -> list[int]:
+    """By the run id in its environment, or, for a spare executor (started before its run and
+    told the run on stdin), by its output file, which the local launcher names after the run."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -13,8 +16,11 @@ def executor_pids(run_id: str) -> list[int]:
         try:
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             environ = (proc / "environ").read_bytes().split(b"\0")
+            output = os.readlink(proc / "fd" / "1")
         except OSError:
             continue
-        if b"executor" in cmdline and f"FIRSTLUME_RUN_ID={run_id}".encode() in environ:
+        if b"executor" in cmdline and (
+            f"FIRSTLUME_RUN_ID={run_id}".encode() in environ or Path(output).name.startswith(f"{run_id}-")
+        ):
             pids.append(int(proc.name))
     return pids

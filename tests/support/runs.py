@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from firstlume.db.models import Run
 from firstlume.domain.runs import RunType
+from firstlume.protocol.executor import FinishReport, PlanUpload, ResourceReports
 from firstlume.services import accounts, catalog, dispatch, execution, runs
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
@@ -23,15 +24,17 @@ async def start(ctx: Context, token: str, org: str, stack: str, run_type: str) -
 
 
 async def report(ctx: Context, phase_token: str, what: str, body: dict[str, Any] | None = None) -> Any:
-    """One executor report through the same service the HTTP route calls."""
+    """One executor report through the same service the HTTP route calls, validated as it does."""
     async with ctx.unit() as unit:
         run, token = await execution.authenticate_phase(unit.session, phase_token, lock=True)
         if what == "plan":
-            return await execution.store_plan(ctx, unit, run, token, body or {})
+            return await execution.store_plan(ctx, unit, run, token, PlanUpload.model_validate(body or {}))
         if what == "finish":
-            return (await execution.finish_phase(unit, run, token, body or {})).status
+            report = FinishReport.model_validate(body or {})
+            return (await execution.finish_phase(unit, run, token, report)).status
         if what == "resources":
-            return await execution.record_resources(unit, run, token, body or {})
+            updates = ResourceReports.model_validate(body or {})
+            return await execution.record_resources(unit, run, token, updates)
         raise ValueError(what)
 
 

@@ -6,9 +6,10 @@ change of a run means rewriting that list inside the UPDATE, with each dialect's
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume.db.models import ResourceChange
 from firstlume.domain.runs import ResourceState
 
 # {row} narrows the changes, {stage} the stages, to those in the state changes move from.
@@ -41,13 +42,25 @@ _IN_STATE = {
     "postgresql": ("stage ->> 'state' = CAST(:from AS text)", " AND state = CAST(:from AS text)"),
     "sqlite": ("json_extract(value, '$.state') = :from", " AND state = :from"),
 }
+_SOME_LEFT = {
+    "postgresql": " AND EXISTS (SELECT 1 FROM resource_changes AS other WHERE other.run_id = :run_id"
+    " AND other.state <> CAST(:from AS text))",
+    "sqlite": " AND EXISTS (SELECT 1 FROM resource_changes AS other WHERE other.run_id = :run_id"
+    " AND other.state <> :from)",
+}
 
 
 async def move_change_states(
-    session: AsyncSession, run_id: str, to: ResourceState, *, only_from: ResourceState | None = None
+    session: AsyncSession,
+    run_id: str,
+    to: ResourceState,
+    *,
+    only_from: ResourceState | None = None,
+    only_once_started: bool = False,
 ) -> int:
     """Moves the run's planned changes (and their stages) to `to`, only those in `only_from`
-    when given, in one statement. Returns how many changes moved."""
+    when given, and with `only_once_started` only if some change has left `only_from`, in one
+    statement. Returns how many changes moved."""
     dialect = (await session.connection()).dialect.name
     template = _SQLITE if dialect == "sqlite" else _POSTGRESQL
     params: dict[str, str] = {"run_id": run_id, "to": to.value}
@@ -56,6 +69,23 @@ async def move_change_states(
     else:
         params["from"] = only_from.value
         stage, row = _IN_STATE[dialect]
+        if only_once_started:
+            row += _SOME_LEFT[dialect]
         statement = template.format(stage=stage, row=row)
     result = await session.execute(text(statement), params)
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def count_failed_resources(session: AsyncSession, run_id: str, *, first: int) -> tuple[int, list[str]]:
+    """How many of the run's changes failed, and the first `first` of their addresses in plan order."""
+    failed = ResourceChange.state == ResourceState.FAILED
+    count = await session.scalar(
+        select(func.count()).select_from(ResourceChange).where(ResourceChange.run_id == run_id, failed)
+    )
+    addresses = await session.scalars(
+        select(ResourceChange.address)
+        .where(ResourceChange.run_id == run_id, failed)
+        .order_by(ResourceChange.position)
+        .limit(first)
+    )
+    return int(count or 0), list(addresses)

@@ -197,6 +197,11 @@ class Run(Base):
     summary_update: Mapped[int] = mapped_column(Integer, default=0)
     summary_create: Mapped[int] = mapped_column(Integer, default=0)
     has_plan: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The apply's failed resources, apart from `error`, which is for failures of the run itself.
+    failed_resource_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    failed_resource_addresses: Mapped[list[str]] = mapped_column(
+        JSON, default=list, server_default=text("'[]'")
+    )
 
     # Execution bookkeeping for the phase in flight.
     phase_attempt: Mapped[int] = mapped_column(Integer, default=0)

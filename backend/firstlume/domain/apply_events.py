@@ -136,7 +136,16 @@ class ApplyTracker:
             return self._diagnostic(message.get("diagnostic") or {})
         return []
 
+    @property
+    def started(self) -> bool:
+        """Whether the apply reached any resource; a stale plan is refused before it does."""
+        return any(entry.update().state != PENDING for entry in self._entries.values())
+
     def finish(self) -> list[ResourceUpdate]:
+        """The apply ended: what it started and never finished failed; what it never started
+        is not_applied, unless it never started anything, and then everything stays pending."""
+        if not self.started:
+            return []
         changed = []
         for entry in self._entries.values():
             before = entry.update()

@@ -36,12 +36,19 @@ class ChangeStates:
 
     to: ResourceState
     only_from: ResourceState | None = None
+    # Only when some change has already left `only_from`: the apply had begun.
+    only_once_started: bool = False
 
 
 # Approved, not started: every listed resource, and each stage of a replacement, is pending.
 ALL_PENDING = ChangeStates(ResourceState.PENDING)
-# The apply ended: what never started will not (the documentation's `not_applied`).
-UNSTARTED_NOT_APPLIED = ChangeStates(ResourceState.NOT_APPLIED, only_from=ResourceState.PENDING)
+# The apply ended: what never started once others had will not (the documentation's
+# `not_applied`: "the apply ended before it started, which only happens when another resource
+# failed"). When no resource started at all (Terraform refused a stale plan, the plan file failed
+# its check), the apply never began: every resource stays `pending`, and the run's error says why.
+UNSTARTED_NOT_APPLIED = ChangeStates(
+    ResourceState.NOT_APPLIED, only_from=ResourceState.PENDING, only_once_started=True
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class Effects:
     changes: ChangeStates | None = None
     # The phase's executor token dies with its phase.
     revoke_phase_tokens: bool = False
+    # The apply ended: the run counts its failed resources (failed_resources), apart from its error.
+    record_failed_resources: bool = False
     # The scheduler has work at once: a new run, an approved apply, or a stack freed for the
     # next queued run. Otherwise it would find out at its next tick.
     wakes_scheduler: bool = False
@@ -106,13 +115,18 @@ EFFECTS: dict[tuple[RunStatus | None, RunStatus], Effects] = {
     (S.APPLY_QUEUED, S.APPLYING): Effects(),
     (S.APPLY_QUEUED, S.CANCELED): Effects(wakes_scheduler=True, notification=N.CANCELED),
     (S.APPLYING, S.APPLIED): Effects(
-        revoke_phase_tokens=True, wakes_scheduler=True, changes=UNSTARTED_NOT_APPLIED, notification=N.APPLIED
+        revoke_phase_tokens=True,
+        wakes_scheduler=True,
+        changes=UNSTARTED_NOT_APPLIED,
+        record_failed_resources=True,
+        notification=N.APPLIED,
     ),
     (S.APPLYING, S.FAILED): Effects(
         revoke_phase_tokens=True,
         wakes_scheduler=True,
         fail_running_steps=True,
         changes=UNSTARTED_NOT_APPLIED,
+        record_failed_resources=True,
         notification=N.FAILED,
     ),
 }

@@ -1,18 +1,44 @@
 """HTTP client of the executor protocol (docs/executor-protocol.md), one method per endpoint.
 
-Connection errors and 5xx answers are retried with exponential backoff, a bounded number of
-times. A 401 raises `Unauthorized` (the token is dead: the executor stops); any other 4xx
-raises `RequestRejected` with the error code of the REST error shape.
+Requests are built from the protocol's models and answers parsed into them, so a malformed
+answer is an `InvalidAnswer` that names the field, not a KeyError deep in a phase. Connection
+errors and 5xx answers are retried with exponential backoff, a bounded number of times. A 401
+raises `Unauthorized` (the token is dead: the executor stops); any other 4xx raises
+`RequestRejected` with the error code of the REST error shape.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
+
+from firstlume.domain.runs import StepStatus
+from firstlume.protocol.executor import (
+    Answer,
+    CommitReport,
+    ConfigurationReport,
+    FinishAnswer,
+    FinishReport,
+    LogAccepted,
+    LogBatch,
+    PhaseResult,
+    PhaseSpec,
+    PlanDownload,
+    PlanRecorded,
+    PlanUpload,
+    ResourceReport,
+    ResourceReports,
+    StateBackend,
+    StateBackendsReport,
+    StepReport,
+    describe,
+)
 
 API_PREFIX = "/api/v1/executor"
 
@@ -36,6 +62,10 @@ class RequestRejected(ControlPlaneError):
         self.details = details
 
 
+class InvalidAnswer(ControlPlaneError):
+    """The control plane answered something that is not the protocol's answer."""
+
+
 class Unauthorized(RequestRejected):
     """401: the token is wrong, expired or of a phase that already finished."""
 
@@ -49,6 +79,7 @@ class LogGap(RequestRejected):
 
 
 Sleep = Callable[[float], Awaitable[None]]
+AnswerT = TypeVar("AnswerT", bound=Answer)
 
 
 class ExecutorClient:
@@ -69,6 +100,9 @@ class ExecutorClient:
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
             transport=transport,
+            # Loading the CA bundle is a good part of the executor's start-up; a plain-HTTP
+            # control plane (the local launcher's) has no certificate to check. HTTPS verifies.
+            verify=_tls_verification(base_url),
         )
         self._max_attempts = max(1, max_attempts)
         self._backoff = backoff_seconds
@@ -86,99 +120,88 @@ class ExecutorClient:
 
     # -- endpoints -------------------------------------------------------------------------
 
-    async def get_spec(self) -> dict[str, Any]:
-        return await self._json("GET", "/spec")
+    async def get_spec(self) -> PhaseSpec:
+        return await self._answer("GET", "/spec", PhaseSpec)
 
     async def heartbeat(self) -> None:
         await self._request("POST", "/heartbeat")
 
     async def report_commit(self, sha: str, author: str, message: str, url: str | None) -> None:
-        await self._request("POST", "/commit", {"sha": sha, "author": author, "message": message, "url": url})
+        await self._request("POST", "/commit", CommitReport(sha=sha, author=author, message=message, url=url))
 
-    async def report_configuration(
-        self, config_yaml: str | None, engine: str, variables: list[dict[str, Any]]
-    ) -> None:
-        body = {"config_yaml": config_yaml, "engine": engine, "variables": variables}
-        await self._request("POST", "/configuration", body)
+    async def report_configuration(self, report: ConfigurationReport) -> None:
+        await self._request("POST", "/configuration", report)
 
-    async def step(self, name: str, status: str) -> None:
+    async def step(self, name: str, status: StepStatus) -> None:
         # A retry after a lost answer finds the step already moved: the first attempt worked.
         await self._request(
             "POST",
             "/steps",
-            {"name": name, "status": status},
+            StepReport(name=name, status=status),
             done_on_retry=lambda rejection: rejection.code == "step_out_of_order",
         )
 
     async def send_logs(self, offset: int, step: str, text: str) -> int:
-        answer = await self._json("POST", "/logs", {"offset": offset, "step": step, "text": text})
-        return int(answer["next_offset"])
+        batch = LogBatch(offset=offset, step=step, text=text)
+        return (await self._answer("POST", "/logs", LogAccepted, batch)).next_offset
 
-    async def report_state_backends(self, backends: list[dict[str, str]]) -> None:
-        await self._request("POST", "/state-backends", {"backends": backends})
+    async def report_state_backends(self, backends: list[StateBackend]) -> None:
+        await self._request("POST", "/state-backends", StateBackendsReport(backends=backends))
 
-    async def upload_plan(
-        self,
-        plan_file_b64: str,
-        plan_json: dict[str, Any],
-        lock_file: str | None,
-        variables: list[dict[str, Any]],
-    ) -> dict[str, Any]:
-        body = {
-            "plan_file_b64": plan_file_b64,
-            "plan_json": plan_json,
-            "lock_file": lock_file,
-            "variables": variables,
-        }
+    async def upload_plan(self, upload: PlanUpload) -> PlanRecorded:
         answer = await self._request(
-            "POST", "/plan", body, done_on_retry=lambda rejection: rejection.status == 409
+            "POST", "/plan", upload, done_on_retry=lambda rejection: rejection.status == 409
         )
         if answer is None:
             # "already has a plan" on a retry: the attempt whose answer was lost stored it.
-            return {"summary": None, "has_changes": None}
-        return dict(answer.json())
+            return PlanRecorded(summary=None, has_changes=None)
+        return _parse("POST", "/plan", PlanRecorded, answer)
 
-    async def get_plan(self) -> dict[str, Any]:
-        return await self._json("GET", "/plan")
+    async def get_plan(self) -> PlanDownload:
+        return await self._answer("GET", "/plan", PlanDownload)
 
-    async def report_resources(self, updates: list[dict[str, Any]]) -> None:
-        await self._request("POST", "/resources", {"updates": updates})
+    async def report_resources(self, updates: list[ResourceReport]) -> None:
+        await self._request("POST", "/resources", ResourceReports(updates=updates))
 
-    async def finish(self, status: str, error: str | None) -> dict[str, Any]:
+    async def finish(self, status: PhaseResult, error: str | None) -> FinishAnswer:
         answer = await self._request(
             "POST",
             "/finish",
-            {"status": status, "error": error},
+            FinishReport(status=status, error=error),
             done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
         )
         if answer is None or not answer.content:
             # The token died with the phase, so a 401 on a retry means the first attempt finished it.
-            return {"status": None}
-        return dict(answer.json())
+            return FinishAnswer(status=None)
+        return _parse("POST", "/finish", FinishAnswer, answer)
 
     # -- transport -------------------------------------------------------------------------
 
-    async def _json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    async def _answer(
+        self, method: str, path: str, model: type[AnswerT], body: BaseModel | None = None
+    ) -> AnswerT:
         response = await self._request(method, path, body)
         assert response is not None
-        return dict(response.json())
+        return _parse(method, path, model, response)
 
     async def _request(
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: BaseModel | None = None,
         *,
         done_on_retry: Callable[[RequestRejected], bool] | None = None,
     ) -> httpx.Response | None:
         """`done_on_retry` recognises the refusal that means an earlier attempt, whose answer was
         lost, already did the work; the request then returns None."""
+        content = body.model_dump_json().encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else None
         failure = ""
         for attempt in range(1, self._max_attempts + 1):
             if attempt > 1:
                 await self._sleep(self._delay(attempt - 1))
             try:
-                response = await self._http.request(method, path, json=body)
+                response = await self._http.request(method, path, content=content, headers=headers)
             except httpx.TransportError as exc:
                 failure = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 continue
@@ -198,6 +221,22 @@ class ExecutorClient:
     def _delay(self, retry: int) -> float:
         delay = min(self._max_backoff, self._backoff * 2 ** (retry - 1))
         return float(delay * (0.5 + random.random() / 2))
+
+
+def _tls_verification(base_url: str) -> ssl.SSLContext | bool:
+    if base_url.lower().startswith("https:"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # never used: no TLS over http://
+
+
+def _parse(method: str, path: str, model: type[AnswerT], response: httpx.Response) -> AnswerT:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as error:
+        _, problem = describe(error)
+        raise InvalidAnswer(
+            f"the control plane's answer to {method} {path} is not valid: {problem}"
+        ) from None
 
 
 def _error_fields(response: httpx.Response) -> tuple[str, str, dict[str, Any]]:

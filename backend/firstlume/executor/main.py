@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import os
 import shutil
 import signal
@@ -10,13 +12,34 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from firstlume.executor.client import ExecutorClient
 from firstlume.executor.phase import PhaseRunner
+from firstlume.protocol.executor import PhaseResult
 
 URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
 TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"
 WORK_DIR_VAR = "FIRSTLUME_WORK_DIR"
+
+
+# Imported on first use during a phase; a spare executor imports them while it waits.
+_USED_LATER = ("httpcore", "h11", "anyio._backends._asyncio", "anyio.streams.tls", "anyio.to_thread")
+
+
+def run_when_told(stdin: TextIO = sys.stdin) -> int:
+    """`firstlume executor --spare`: started ahead of need, with everything a phase imports
+    already imported, it waits for its phase's variables (the protocol's environment, one JSON
+    object on one line of stdin), then runs like `firstlume executor`. A launcher that goes
+    away first closes stdin, and the spare exits without a word."""
+    for module in _USED_LATER:
+        importlib.import_module(module)
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    told = json.loads(line)
+    os.environ.update({str(k): str(v) for k, v in told.items()})
+    return run_from_env(os.environ)
 
 
 def run_from_env(environ: Mapping[str, str] = os.environ) -> int:
@@ -51,7 +74,7 @@ async def _run(url: str, token: str, work_dir: Path, environ: Mapping[str, str],
             pass  # not in the main thread, or a platform without signals
         outcome = await runner.run()
     result = outcome.status or "not reported"
-    detail = f": {outcome.error}" if outcome.error and outcome.status != "succeeded" else ""
+    detail = f": {outcome.error}" if outcome.error and outcome.status != PhaseResult.SUCCEEDED else ""
     print(f"firstlume executor: {label}: {result}{detail}", file=sys.stderr)
     return outcome.exit_code
 

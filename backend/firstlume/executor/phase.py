@@ -11,73 +11,103 @@ from the control plane means the phase is over for it: the executor stops withou
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
 import json
 import shutil
 import sys
 import traceback
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from firstlume.domain.apply_events import ApplyTracker, ResourceUpdate
-from firstlume.domain.changes import changes_from_plan
+from firstlume.domain.apply_events import FAILED, ApplyTracker, ResourceUpdate
+from firstlume.domain.runs import Phase, RunType, StepStatus
 from firstlume.executor.checkout import CheckoutError, Commit, GitAuth, checkout, display_url
 from firstlume.executor.client import ControlPlaneError, ExecutorClient, Unauthorized
 from firstlume.executor.config_file import ConfigError, StackConfig, load_config
-from firstlume.executor.engine import (
-    Engine,
-    EngineError,
-    encode_plan_file,
-    engine_environment,
-    readable_message,
-    write_var_file,
-)
+from firstlume.executor.engines import Engine, EngineError, make_engine
+from firstlume.executor.engines.base import engine_environment, write_var_file
+from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
 from firstlume.executor.logs import LogShipper, Masker, secret_strings
+from firstlume.executor.reports import OrderedReports
+from firstlume.executor.resources import ResourceShipper
+from firstlume.protocol.executor import (
+    ConfigurationReport,
+    PhaseResult,
+    PhaseSpec,
+    PlanDownload,
+    PlanUpload,
+    ResourceReport,
+    Variable,
+    VariableUse,
+)
 
 CONFIG_ORIGIN = "config.yaml"
 APPLY_STEP = "apply"
-DEFAULT_HEARTBEAT_SECONDS = 10.0
+# How often buffered log text and resource states go out while the engine runs.
+SHIP_INTERVAL_SECONDS = 0.1
 MAX_ERROR_CHARS = 8000
 _UNAUTHORIZED = "the control plane refused the phase token"
 
 
 class PhaseFailure(Exception):
-    """An expected failure; its message becomes the run's error."""
+    """An expected failure; its message becomes the run's error. `logged` when the log already
+    shows it (Terraform printed it), so that it is not printed twice."""
+
+    def __init__(self, message: str, *, logged: bool = False) -> None:
+        super().__init__(message)
+        self.logged = logged
+
+
+class ResourcesFailed(PhaseFailure):
+    """Only resources failed: their errors are on them (and in the log); the run has no error of
+    its own, and the control plane counts them in failed_resources."""
+
+    NAMED = 20
+
+    def __init__(self, addresses: list[str]) -> None:
+        noun = "resource" if len(addresses) == 1 else "resources"
+        named = ", ".join(addresses[: self.NAMED])
+        more = f" and {len(addresses) - self.NAMED} more" if len(addresses) > self.NAMED else ""
+        super().__init__(f"{len(addresses)} {noun} failed: {named}{more}", logged=True)
+        self.addresses = addresses
 
 
 @dataclass(frozen=True)
 class PhaseOutcome:
-    status: str | None  # what was reported: "succeeded", "failed", or None when nothing was
+    status: PhaseResult | None  # what was reported, or None when nothing was
     error: str | None
     run_status: str | None  # the run's status the control plane answered
     exit_code: int  # 0 succeeded, 1 failed and reported, 2 could not report
 
 
-def merge_variables(spec_variables: list[dict[str, Any]], config: StackConfig) -> list[dict[str, Any]]:
+def merge_variables(spec_variables: Iterable[Variable], config: StackConfig) -> list[Variable]:
     """config.yaml variables are the outermost level: any spec variable of the same name wins."""
-    names = {v["name"] for v in spec_variables}
+    given = list(spec_variables)
+    names = {v.name for v in given}
     merged = [
-        {"name": name, "value": value, "sensitive": False, "kind": "terraform", "origin": CONFIG_ORIGIN}
+        Variable(name=name, value=value, sensitive=False, kind="terraform", origin=CONFIG_ORIGIN)
         for name, value in config.variables.items()
         if name not in names
     ]
-    return merged + [dict(v) for v in spec_variables]
+    return merged + given
 
 
-def apply_error(run_errors: list[str], failed: list[str], exit_code: int, binary: str) -> str | None:
+def apply_failure(
+    run_errors: list[str], failed: list[str], exit_code: int, binary: str
+) -> PhaseFailure | None:
+    """Why an apply failed: errors of the run's own first (Terraform printed them), then failed
+    resources, then a bare exit code."""
     if run_errors:
-        return "\n\n".join(run_errors)
+        return PhaseFailure("\n\n".join(run_errors), logged=True)
     if failed:
-        noun = "resource" if len(failed) == 1 else "resources"
-        return f"{len(failed)} {noun} failed: {', '.join(failed)}"
+        return ResourcesFailed(failed)
     if exit_code != 0:
-        return f"{binary} apply failed (exit code {exit_code})"
+        return PhaseFailure(f"{binary} apply failed (exit code {exit_code})")
     return None
 
 
@@ -88,14 +118,15 @@ class PhaseRunner:
         work_dir: Path,
         *,
         base_env: Mapping[str, str],
-        log_interval: float = 1.0,
+        ship_interval: float = SHIP_INTERVAL_SECONDS,
     ) -> None:
         self.client = client
         self.work_dir = work_dir
         self.base_env = dict(base_env)
-        self.log_interval = log_interval
+        self.ship_interval = ship_interval
         self.masker = Masker()
-        self.logs = LogShipper(client, offset=0, masker=self.masker, interval=log_interval)
+        self.logs = LogShipper(client, offset=0, masker=self.masker, interval=ship_interval)
+        self.reports = OrderedReports()
         self._step_name = "checkout"
         self._body: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
@@ -113,29 +144,26 @@ class PhaseRunner:
         except Unauthorized:
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ControlPlaneError as exc:
-            return await self._finish("failed", f"the executor could not read its spec: {exc}")
+            return await self._finish(PhaseResult.FAILED, f"the executor could not read its spec: {exc}")
 
-        for variable in spec.get("variables") or []:
+        for variable in spec.variables:
             self._add_secret_variable(variable)
-        git_auth = spec.get("git_auth") or {}
-        for secret in (git_auth.get("https_token"), git_auth.get("ssh_private_key")):
+        for secret in (spec.git_auth.https_token, spec.git_auth.ssh_private_key):
             if secret:
                 self.masker.add(secret)
         self.logs = LogShipper(
-            self.client,
-            offset=int(spec.get("log_offset") or 0),
-            masker=self.masker,
-            interval=self.log_interval,
+            self.client, offset=spec.log_offset, masker=self.masker, interval=self.ship_interval
         )
         heartbeat = Heartbeat(
             self.client,
-            float(spec.get("heartbeat_interval_seconds") or DEFAULT_HEARTBEAT_SECONDS),
+            spec.heartbeat_interval_seconds,
             on_unauthorized=lambda: self.terminate(_UNAUTHORIZED),
         )
         await self.logs.start()
         await heartbeat.start()
-        status, error = "succeeded", None
-        body = self._plan_phase if spec.get("phase") == "plan" else self._apply_phase
+        status = PhaseResult.SUCCEEDED
+        error: str | None = None
+        body = self._plan_phase if spec.phase == Phase.PLAN else self._apply_phase
         self._body = asyncio.create_task(body(spec), name="phase")
         try:
             await self._body
@@ -145,14 +173,24 @@ class PhaseRunner:
                 if self._stop_reason is None:
                     raise
                 return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
-            status, error = "failed", self._stop_reason
+            status, error = PhaseResult.FAILED, self._stop_reason
         except Unauthorized:
             await self._abandon(heartbeat)
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
+        except ResourcesFailed:
+            status, error = PhaseResult.FAILED, None
         except Exception as exc:
-            status, error = "failed", self._describe(exc)
+            status, error = PhaseResult.FAILED, self._describe(exc)
         finally:
             await heartbeat.stop()
+        try:
+            await self.reports.stop()
+        except Unauthorized:
+            await self._abandon(heartbeat)
+            return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
+        except ControlPlaneError as exc:
+            if status == PhaseResult.SUCCEEDED:
+                status, error = PhaseResult.FAILED, self._describe(exc)
         try:
             await self.logs.stop()
         except Unauthorized:
@@ -163,106 +201,138 @@ class PhaseRunner:
 
     # -- phases ---------------------------------------------------------------------------------
 
-    async def _plan_phase(self, spec: dict[str, Any]) -> None:
-        stack = spec["stack"]
+    async def _plan_phase(self, spec: PhaseSpec) -> None:
+        stack = spec.stack
         async with self._step("checkout"):
-            branch = stack.get("branch") or "main"
-            self._log(f"Cloning {display_url(stack['repository'])} at the tip of {branch}")
+            branch = stack.branch or "main"
+            self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
             commit = await self._checkout(spec, branch=branch)
-            await self.client.report_commit(commit.sha, commit.author, commit.message, commit.url)
-            code_dir = self._code_dir(stack.get("path"), commit)
+            self.reports.send(
+                partial(self.client.report_commit, commit.sha, commit.author, commit.message, commit.url)
+            )
+            code_dir = self._code_dir(stack.path, commit)
             config = load_config(code_dir)
-            variables = merge_variables(list(spec.get("variables") or []), config)
-            public = [{k: v[k] for k in ("name", "origin", "sensitive", "kind")} for v in variables]
-            await self.client.report_configuration(config.text, config.engine, public)
+            variables = merge_variables(spec.variables, config)
+            public = [
+                VariableUse(name=v.name, origin=v.origin, sensitive=v.sensitive, kind=v.kind)
+                for v in variables
+            ]
+            configuration = ConfigurationReport.model_validate(
+                {"config_yaml": config.text, "engine": config.engine, "variables": public}
+            )
+            self.reports.send(partial(self.client.report_configuration, configuration))
             self._log(f"Engine: {config.engine}")
             for v in public:
-                self._log(f"Variable {v['name']} ({v['kind']}) from {v['origin']}")
+                self._log(f"Variable {v.name} ({v.kind}) from {v.origin}")
 
         engine = self._engine(config, code_dir, variables)
         async with self._step("init"):
             await engine.init()
-            await self.client.report_state_backends(engine.state_backends())
+            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
 
         async with self._step("plan"):
-            terraform_values = {v["name"]: v["value"] for v in variables if v.get("kind") == "terraform"}
+            terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
             var_file = write_var_file(self.work_dir, terraform_values)
             plan_file = self.work_dir / "plan.tfplan"
-            destroy = spec.get("run_type") == "destroy"
             try:
-                has_changes = await engine.plan(plan_file, var_file=var_file, destroy=destroy)
+                has_changes = await engine.plan(
+                    plan_file, var_file=var_file, destroy=spec.run_type == RunType.DESTROY
+                )
             finally:
                 var_file.unlink(missing_ok=True)
-            plan_json = await engine.show_json(plan_file)
-            answer = await self.client.upload_plan(
-                encode_plan_file(plan_file), plan_json, engine.lock_file(), variables
+            upload = PlanUpload(
+                plan_file_b64=plan_file.read_bytes(),
+                plan_json=await engine.show_json(plan_file),
+                lock_file=engine.lock_file(),
+                variables=variables,
             )
-            summary = answer.get("summary") or {}
-            counts = ", ".join(
-                f"{count} {name}" for name, count in summary.items() if isinstance(count, int) and count
-            )
-            recorded = answer.get("has_changes")
+            answer = await self.client.upload_plan(upload)
+            summary = answer.summary.model_dump() if answer.summary else {}
+            counts = ", ".join(f"{count} {name}" for name, count in summary.items() if count)
+            recorded = answer.has_changes
             changes = "changes" if (has_changes if recorded is None else recorded) else "no changes"
             self._log(f"Plan recorded: {changes}" + (f" ({counts})" if counts else ""))
 
-    async def _apply_phase(self, spec: dict[str, Any]) -> None:
+    async def _apply_phase(self, spec: PhaseSpec) -> None:
         # A run has one step per name, and the control plane refuses to start a finished step
         # again: checkout and init already ran in the plan phase. The apply phase is one step,
         # `apply`, whose log has the checkout, init and apply parts under their own headings.
-        stack = spec["stack"]
-        async with self._step(APPLY_STEP):
-            self._log("--- checkout")
+        stack = spec.stack
+        async with self._step(APPLY_STEP, heading=False):
+            self._heading("checkout")
             plan = await self.client.get_plan()
-            for variable in plan.get("variables") or []:
+            for variable in plan.variables:
                 self._add_secret_variable(variable)
             plan_bytes = self._verified_plan_file(plan)
-            sha = spec.get("commit_sha") or plan.get("commit_sha")
-            planned_at, named = plan.get("commit_sha"), spec.get("commit_sha")
+            sha = spec.commit_sha or plan.commit_sha
+            planned_at, named = plan.commit_sha, spec.commit_sha
             if planned_at and named and planned_at != named:
                 raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
             if not sha:
                 raise PhaseFailure("the control plane gave no commit to apply")
-            self._log(f"Plan file verified (SHA-256 {plan['sha256']})")
-            self._log(f"Cloning {display_url(stack['repository'])} at commit {sha}")
+            self._log(f"Plan file verified (SHA-256 {plan.sha256})")
+            self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
             commit = await self._checkout(spec, sha=sha)
-            code_dir = self._code_dir(stack.get("path"), commit)
+            code_dir = self._code_dir(stack.path, commit)
             config = load_config(code_dir)
-            variables = [dict(v) for v in plan.get("variables") or []]
 
-            self._log("--- init")
-            engine = self._engine(config, code_dir, variables)
-            engine.restore_lock_file(plan.get("lock_file"))
-            await engine.init(lockfile_readonly=plan.get("lock_file") is not None)
-            await self.client.report_state_backends(engine.state_backends())
+            self._heading("init")
+            engine = self._engine(config, code_dir, plan.variables)
+            engine.restore_lock_file(plan.lock_file)
+            await engine.init(lockfile_readonly=plan.lock_file is not None)
+            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
 
-            self._log("--- apply")
+            self._heading("apply")
             plan_file = self.work_dir / "plan.tfplan"
             plan_file.write_bytes(plan_bytes)
-            tracker = ApplyTracker(self._planned(await engine.show_json(plan_file), engine))
-            latest: dict[str, ResourceUpdate] = {}
+            # The control plane lists the plan's changes: no `show -json` of the plan again.
+            tracker = ApplyTracker((c.address, c.action, tuple(c.stage_order)) for c in plan.changes)
+            failure = await self._apply(engine, plan_file, tracker)
+            if failure is not None:
+                raise failure
 
-            async def report(updates: list[ResourceUpdate]) -> None:
-                if updates:
-                    latest.update((u.address, u) for u in updates)
-                    await self.client.report_resources([self._update_body(u) for u in updates])
+    async def _apply(self, engine: Engine, plan_file: Path, tracker: ApplyTracker) -> PhaseFailure | None:
+        """Runs the apply; resource states go out in the background, never holding up the
+        engine's output, and all of them are delivered before this returns."""
+        shipper = ResourceShipper(self.client, interval=self.ship_interval)
+        latest: dict[str, ResourceUpdate] = {}
 
-            async def on_message(message: dict[str, Any]) -> None:
-                self._log(readable_message(message))
-                await report(tracker.feed(message))
+        def record(updates: list[ResourceUpdate]) -> None:
+            for update in updates:
+                latest[update.address] = update
+                shipper.add(self._report(update))
 
+        def on_message(message: dict[str, Any]) -> None:
+            text = readable_message(message)
+            if text:
+                self._log(text)
+            record(tracker.feed(message))
+
+        await shipper.start()
+        try:
             exit_code = await engine.apply(plan_file, on_message)
-            await report(tracker.finish())
-            failed = [address for address, u in latest.items() if u.state == "failed"]
-            error = apply_error(tracker.run_errors, failed, exit_code, engine.binary)
-            if error is not None:
-                raise PhaseFailure(error)
+            record(tracker.finish())
+        except BaseException:
+            with suppress(ControlPlaneError):
+                await shipper.stop()  # what is known so far still reaches the control plane
+            raise
+        await shipper.stop()
+        failed = [address for address, u in latest.items() if u.state == FAILED]
+        failure = apply_failure(tracker.run_errors, failed, exit_code, engine.binary)
+        if isinstance(failure, ResourcesFailed):
+            self._log(f"Apply failed: {failure}")
+        return failure
 
     # -- pieces ---------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _step(self, name: str) -> AsyncIterator[None]:
-        await self.client.step(name, "running")
+    async def _step(self, name: str, *, heading: bool = True) -> AsyncIterator[None]:
+        """A step's start and end are reported in the background, in order; its end only once
+        the log it wrote is shipped, so a finished step always shows its whole log."""
+        self.reports.send(partial(self.client.step, name, StepStatus.RUNNING))
         self._step_name = name
+        if heading:
+            self._heading(name)
         try:
             yield
         except Unauthorized:
@@ -270,13 +340,21 @@ class PhaseRunner:
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and self._stop_reason in (None, _UNAUTHORIZED):
                 raise
-            message = self._stop_reason if isinstance(exc, asyncio.CancelledError) else self._describe(exc)
-            self._log(f"Error: {message}")
-            await self._quiet_flush()
-            await self.client.step(name, "failed")
+            if isinstance(exc, asyncio.CancelledError):
+                self._log(f"Error: {self._stop_reason}")
+            elif not (isinstance(exc, PhaseFailure) and exc.logged):
+                self._log(f"Error: {self._describe(exc)}")
+            self.reports.send(partial(self._end_step, name, StepStatus.FAILED))
             raise
+        self.reports.send(partial(self._end_step, name, StepStatus.DONE))
+
+    async def _end_step(self, name: str, status: StepStatus) -> None:
         await self._quiet_flush()
-        await self.client.step(name, "done")
+        await self.client.step(name, status)
+
+    def _heading(self, part: str) -> None:
+        """Both phases mark each part of their log the same way."""
+        self._log(f"--- {part}")
 
     def _log(self, text: str) -> None:
         self.logs.line(self._step_name, text)
@@ -290,15 +368,14 @@ class PhaseRunner:
             pass  # kept; the final flush tries again
 
     async def _checkout(
-        self, spec: dict[str, Any], *, branch: str | None = None, sha: str | None = None
+        self, spec: PhaseSpec, *, branch: str | None = None, sha: str | None = None
     ) -> Commit:
-        git_auth = spec.get("git_auth") or {}
-        auth = GitAuth(git_auth.get("https_token"), git_auth.get("ssh_private_key"))
+        auth = GitAuth(spec.git_auth.https_token, spec.git_auth.ssh_private_key)
         dest = self.work_dir / "checkout"
         if dest.exists():
             await asyncio.to_thread(shutil.rmtree, dest)
         commit = await asyncio.to_thread(
-            checkout, spec["stack"]["repository"], dest, branch=branch, sha=sha, auth=auth
+            checkout, spec.stack.repository, dest, branch=branch, sha=sha, auth=auth
         )
         self._log(f"Checked out {commit.sha}: {commit.message} ({commit.author})")
         return commit
@@ -312,50 +389,40 @@ class PhaseRunner:
             raise PhaseFailure(f"the stack path {path!r} does not exist in commit {commit.sha}")
         return code_dir
 
-    def _engine(self, config: StackConfig, code_dir: Path, variables: list[dict[str, Any]]) -> Engine:
+    def _engine(self, config: StackConfig, code_dir: Path, variables: Iterable[Variable]) -> Engine:
         extra = dict(config.environment)
         for variable in variables:
-            if variable.get("kind") == "env":
-                value = variable.get("value")
-                extra[variable["name"]] = value if isinstance(value, str) else json.dumps(value)
+            if variable.kind == "env":
+                value = variable.value
+                extra[variable.name] = value if isinstance(value, str) else json.dumps(value)
         env = engine_environment(self.base_env, self.work_dir, extra)
-        return Engine(config.engine, code_dir=code_dir, work_dir=self.work_dir, env=env, log=self._log)
+        return make_engine(config.engine, code_dir=code_dir, work_dir=self.work_dir, env=env, log=self._log)
 
-    def _verified_plan_file(self, plan: dict[str, Any]) -> bytes:
-        try:
-            data = base64.b64decode(plan["plan_file_b64"], validate=True)
-        except (KeyError, TypeError, binascii.Error):
-            raise PhaseFailure(
-                "the stored plan file is not valid base64: it is not applied; plan again"
-            ) from None
+    def _verified_plan_file(self, plan: PlanDownload) -> bytes:
+        data = plan.plan_file_b64
         digest = hashlib.sha256(data).hexdigest()
-        expected = str(plan.get("sha256") or "").lower()
+        expected = plan.sha256.lower()
         if digest != expected:
             raise PhaseFailure(
-                f"the plan file's SHA-256 is {digest}, not the recorded {expected or '(none)'}: "
+                f"the plan file's SHA-256 is {digest}, not the recorded {expected}: "
                 "it was altered or corrupted, so it is not applied; plan again"
             )
         return data
 
-    def _planned(self, plan_json: dict[str, Any], engine: Engine) -> list[tuple[str, str, tuple[str, ...]]]:
-        plans = plan_json.get("terragrunt_units") if engine.kind == "terragrunt" else {".": plan_json}
-        return [
-            (change.address, change.action, tuple(change.stage_order))
-            for unit, unit_plan in (plans or {}).items()
-            for change in changes_from_plan(unit_plan, unit=unit)
-        ]
+    def _report(self, update: ResourceUpdate) -> ResourceReport:
+        error = self.masker.mask(update.error) if update.error is not None else None
+        return ResourceReport.model_validate(
+            {
+                "address": update.address,
+                "state": update.state,
+                "error": error[:MAX_ERROR_CHARS] if error is not None else None,
+                "stages": [{"action": s.action, "state": s.state} for s in update.stages],
+            }
+        )
 
-    def _update_body(self, update: ResourceUpdate) -> dict[str, Any]:
-        return {
-            "address": update.address,
-            "state": update.state,
-            "error": self.masker.mask(update.error) if update.error is not None else None,
-            "stages": [{"action": s.action, "state": s.state} for s in update.stages],
-        }
-
-    def _add_secret_variable(self, variable: Mapping[str, Any]) -> None:
-        if variable.get("sensitive"):
-            for secret in secret_strings(variable.get("value")):
+    def _add_secret_variable(self, variable: Variable) -> None:
+        if variable.sensitive:
+            for secret in secret_strings(variable.value):
                 self.masker.add(secret)
 
     def _describe(self, exc: BaseException) -> str:
@@ -372,16 +439,17 @@ class PhaseRunner:
 
     async def _abandon(self, heartbeat: Heartbeat) -> None:
         await heartbeat.stop()
+        await self.reports.abandon()
         try:
             await self.logs.stop()
         except ControlPlaneError:
             pass
 
-    async def _finish(self, status: str, error: str | None) -> PhaseOutcome:
+    async def _finish(self, status: PhaseResult, error: str | None) -> PhaseOutcome:
         error = self.masker.mask(error) if error is not None else None
         try:
             answer = await self.client.finish(status, error)
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)
-        return PhaseOutcome(status, error, answer.get("status"), 0 if status == "succeeded" else 1)
+        return PhaseOutcome(status, error, answer.status, 0 if status == PhaseResult.SUCCEEDED else 1)

@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Row, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.bulk import move_change_states
+from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep
 from firstlume.db.types import utcnow
 from firstlume.domain.effects import Effects, effects_of
@@ -21,6 +21,9 @@ from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services import outbox
 from firstlume.services.context import Unit
 from firstlume.services.steps import set_step
+
+# A run records this many failed addresses (in plan order) beside their count.
+MAX_FAILED_ADDRESSES = 100
 
 
 async def change_status(
@@ -122,10 +125,18 @@ async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
         await set_step(unit, run, name, status)
     if effects.changes is not None:
         moved = await move_change_states(
-            session, run.id, effects.changes.to, only_from=effects.changes.only_from
+            session,
+            run.id,
+            effects.changes.to,
+            only_from=effects.changes.only_from,
+            only_once_started=effects.changes.only_once_started,
         )
         if moved:
             unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id))
+    if effects.record_failed_resources:
+        count, addresses = await count_failed_resources(session, run.id, first=MAX_FAILED_ADDRESSES)
+        run.failed_resource_count = count
+        run.failed_resource_addresses = addresses
 
 
 async def change_status_many(

@@ -4,15 +4,35 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import RunStatus
+from firstlume.protocol import executor as protocol
 from firstlume.services import execution
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
+
+Message = TypeVar("Message", bound=protocol.Request)
+
+
+def parse(body: dict[str, Any], model: type[Message]) -> Message:
+    """`body` as `model`, or a 422 naming the first field that is wrong."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        field, message = protocol.describe(error)
+        raise InvalidRequest(message + ".", field=field) from None
+
+
+def model_response(answer: BaseModel) -> Response:
+    return Response(answer.model_dump_json(), media_type="application/json")
 
 
 @asynccontextmanager
@@ -23,10 +43,21 @@ async def phase_request(request: Request) -> AsyncIterator[tuple[Unit, Run, Phas
         yield unit, run, token
 
 
+@asynccontextmanager
+async def phase_report(
+    request: Request, model: type[Message]
+) -> AsyncIterator[tuple[Unit, Run, PhaseToken, Message]]:
+    """A report: read before the run is locked, validated once the token is known to be good (a
+    dead token gets its 401 whatever it sent), refused with a 422 before anything is written."""
+    body = await json_body(request)
+    async with phase_request(request) as (unit, run, token):
+        yield unit, run, token, parse(body, model)
+
+
 @endpoint
 async def spec(request: Request) -> Response:
     async with phase_request(request) as (unit, run, token):
-        return JSONResponse(await execution.phase_spec(context_of(request), unit.session, run, token))
+        return model_response(await execution.phase_spec(context_of(request), unit.session, run, token))
 
 
 @endpoint
@@ -38,74 +69,66 @@ async def heartbeat(request: Request) -> Response:
 
 @endpoint
 async def commit(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, token):
-        await execution.record_commit(unit, run, token, body)
+    async with phase_report(request, protocol.CommitReport) as (unit, run, token, report):
+        await execution.record_commit(unit, run, token, report)
     return Response(status_code=204)
 
 
 @endpoint
 async def configuration(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, token):
-        await execution.record_configuration(unit, run, token, body)
+    async with phase_report(request, protocol.ConfigurationReport) as (unit, run, token, report):
+        await execution.record_configuration(unit, run, token, report)
     return Response(status_code=204)
 
 
 @endpoint
 async def steps(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, _):
-        await execution.record_step(unit, run, body)
+    async with phase_report(request, protocol.StepReport) as (unit, run, _, report):
+        await execution.record_step(unit, run, report)
     return Response(status_code=204)
 
 
 @endpoint
 async def logs(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, _):
-        next_offset = await execution.append_log(unit, run, body)
-    return JSONResponse({"next_offset": next_offset})
+    async with phase_report(request, protocol.LogBatch) as (unit, run, _, report):
+        next_offset = await execution.append_log(unit, run, report)
+    return model_response(protocol.LogAccepted(next_offset=next_offset))
 
 
 @endpoint
 async def state_backends(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, _):
-        await execution.record_state_backends(unit, run, body)
+    async with phase_report(request, protocol.StateBackendsReport) as (unit, run, _, report):
+        await execution.record_state_backends(unit, run, report)
     return Response(status_code=204)
 
 
 @endpoint
 async def upload_plan(request: Request) -> Response:
-    body = await json_body(request)
     ctx = context_of(request)
-    async with phase_request(request) as (unit, run, token):
-        result = await execution.store_plan(ctx, unit, run, token, body)
-    return JSONResponse(result)
+    async with phase_report(request, protocol.PlanUpload) as (unit, run, token, report):
+        result = await execution.store_plan(ctx, unit, run, token, report)
+    return model_response(result)
 
 
 @endpoint
 async def download_plan(request: Request) -> Response:
     async with phase_request(request) as (unit, run, token):
-        return JSONResponse(await execution.load_plan(context_of(request), unit.session, run, token))
+        return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
 
 
 @endpoint
 async def resources(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, token):
-        await execution.record_resources(unit, run, token, body)
+    async with phase_report(request, protocol.ResourceReports) as (unit, run, token, report):
+        await execution.record_resources(unit, run, token, report)
     return Response(status_code=204)
 
 
 @endpoint
 async def finish(request: Request) -> Response:
-    body = await json_body(request)
-    async with phase_request(request) as (unit, run, token):
-        run = await execution.finish_phase(unit, run, token, body)
-        status = run.status
-    return JSONResponse({"status": status})
+    async with phase_report(request, protocol.FinishReport) as (unit, run, token, report):
+        run = await execution.finish_phase(unit, run, token, report)
+        status = RunStatus(run.status)
+    return model_response(protocol.FinishAnswer(status=status))
 
 
 E = "/api/v1/executor"

@@ -137,6 +137,10 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         },
         "state_backends": list(run.state_backends or []),
         "error": run.error,
+        "failed_resources": {
+            "count": run.failed_resource_count,
+            "addresses": list(run.failed_resource_addresses or []),
+        },
     }
 
 

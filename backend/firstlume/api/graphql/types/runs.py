@@ -136,6 +136,12 @@ class StateBackend:
     backend: str
 
 
+@strawberry.type(description="The resources whose apply failed; each one's error is on the resource.")
+class FailedResources:
+    count: int
+    addresses: list[str] = strawberry.field(description="The first 100 addresses, in plan order.")
+
+
 @strawberry.type(description="A piece of the run's log and the run-level offset just after it.")
 class LogChunk:
     text: str
@@ -164,6 +170,7 @@ class Run:
     configuration: RunConfiguration = filled()
     state_backends: list[StateBackend] = filled()
     error: str | None = filled("The run's error when it failed for a reason that belongs to no resource.")
+    failed_resources: FailedResources = filled("The apply's failed resources; none means count 0.")
     log_length: int = filled("The log's length in characters so far.")
 
     def __post_init__(self) -> None:
@@ -194,6 +201,9 @@ class Run:
             StateBackend(unit=b["unit"], backend=b["backend"]) for b in run.state_backends or []
         ]
         self.error = run.error
+        self.failed_resources = FailedResources(
+            count=run.failed_resource_count, addresses=list(run.failed_resource_addresses or [])
+        )
         self.log_length = run.log_length
 
     @strawberry.field

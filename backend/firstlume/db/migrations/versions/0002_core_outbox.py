@@ -1,7 +1,7 @@
 """outbox: events of committed changes, published after commit by a relay; room for in-place
 updates of planned changes on PostgreSQL
 
-Revision ID: 0002_core_outbox
+Revision ID: 0002
 Revises: 0001
 """
 

@@ -1,7 +1,7 @@
 """resource_changes: an index for counting and paging a run's changes group by group
 
-Revision ID: 0002_reads
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""The phase runner against a control plane that answers wrongly: the run fails with an error
+that names the field, never with a traceback. The control plane is a handler behind
+httpx.MockTransport under the real ExecutorClient."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from firstlume.executor.client import ExecutorClient
+from firstlume.executor.phase import PhaseRunner
+
+GOOD_SPEC: dict[str, Any] = {
+    "run_id": "run-1",
+    "phase": "plan",
+    "attempt": 1,
+    "run_type": "apply",
+    "stack": {"slug": "net", "repository": "file:///nowhere", "branch": "main", "path": "."},
+    "git_auth": {"https_token": None, "ssh_private_key": None},
+    "commit_sha": None,
+    "variables": [],
+    "log_offset": 0,
+    "heartbeat_interval_seconds": 10,
+}
+
+
+class ControlPlane:
+    """Answers the protocol's requests, `spec` and `plan` as given; records every request."""
+
+    def __init__(self, spec: dict[str, Any], plan: dict[str, Any] | None = None) -> None:
+        self.spec, self.plan = spec, plan
+        self.requests: list[tuple[str, str, Any]] = []
+        self.log = ""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1/executor")
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, path, body))
+        if path == "/spec":
+            return httpx.Response(200, json=self.spec)
+        if path == "/plan" and request.method == "GET":
+            return httpx.Response(200, json=self.plan)
+        if path == "/logs":
+            self.log = self.log[: body["offset"]] + body["text"]
+            return httpx.Response(200, json={"next_offset": len(self.log)})
+        if path == "/finish":
+            return httpx.Response(200, json={"status": "failed"})
+        return httpx.Response(204)
+
+    def finished(self) -> dict[str, Any]:
+        [body] = [b for method, path, b in self.requests if path == "/finish"]
+        return body  # type: ignore[no-any-return]
+
+
+async def run_phase(plane: ControlPlane, tmp_path: Path) -> Any:
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
+    async with client:
+        return await PhaseRunner(client, tmp_path, base_env={}).run()
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({k: v for k, v in GOOD_SPEC.items() if k != "stack"}, "'stack' is required"),
+        ({**GOOD_SPEC, "stack": {"slug": "net"}}, "'stack.repository' is required"),
+        ({**GOOD_SPEC, "phase": "destroy"}, "'phase' should be 'plan' or 'apply'"),
+        ({**GOOD_SPEC, "variables": [{"name": "a", "value": 1, "kind": "file", "origin": "stack"}]}, "'variables[0].kind'"),
+        ({**GOOD_SPEC, "log_offset": -5}, "'log_offset' should be greater than or equal to 0"),
+    ],
+)  # fmt: skip
+async def test_a_malformed_spec_fails_the_run_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], field: str
+) -> None:
+    plane = ControlPlane(spec)
+
+    outcome = await run_phase(plane, tmp_path)
+
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    error = plane.finished()["error"]
+    assert error.startswith("the executor could not read its spec: the control plane's answer to GET /spec")
+    assert field in error
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("plan", "field"),
+    [
+        ({"plan_file_b64": "%%%", "sha256": "0" * 64, "lock_file": None, "variables": [], "config_yaml": None, "commit_sha": "abc"}, "'plan_file_b64' must be base64"),
+        ({"plan_file_b64": "cGxhbg==", "lock_file": None, "variables": [], "config_yaml": None, "commit_sha": "abc"}, "'sha256' is required"),
+        ({"plan_file_b64": "cGxhbg==", "sha256": "0" * 64, "lock_file": None, "variables": [], "config_yaml": None, "commit_sha": "abc", "changes": [{"address": "a"}]}, "'changes[0].action' is required"),
+    ],
+)  # fmt: skip
+async def test_a_malformed_plan_download_fails_the_apply_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plan: dict[str, Any], field: str
+) -> None:
+    plane = ControlPlane({**GOOD_SPEC, "phase": "apply", "commit_sha": "abc"}, plan)
+
+    outcome = await run_phase(plane, tmp_path)
+
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    error = plane.finished()["error"]
+    assert "the control plane's answer to GET /plan is not valid" in error and field in error
+    assert ("POST", "/steps", {"name": "apply", "status": "failed"}) in plane.requests
+    assert f"Error: {error}" in plane.log
+    assert "Traceback" not in capsys.readouterr().err
