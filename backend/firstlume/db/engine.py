@@ -17,7 +17,9 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.util import await_
 
 # Marks a connection whose transaction only reads (see Database.read).
 READ_ONLY = "firstlume_read_only"
@@ -28,11 +30,7 @@ READ_ONLY = "firstlume_read_only"
 # the burst reuses them. Overflow stays as headroom for rare peaks.
 POOL_SIZE = 20
 MAX_OVERFLOW = 20
-# No ping before each checkout: the asyncpg dialect pings with BEGIN, an empty statement and
-# ROLLBACK, three round trips that doubled the cost of a short read. A connection the server has
-# closed is found by the statement that uses it instead: SQLAlchemy then invalidates the whole
-# pool, so only the requests in flight at that moment fail. Connections are renewed after half an
-# hour so that idle ones are not cut by firewalls in between.
+# Connections are renewed after half an hour so that idle ones are not cut by firewalls in between.
 POOL_RECYCLE_SECONDS = 1800
 
 
@@ -67,7 +65,24 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("pool_size", POOL_SIZE)
     kwargs.setdefault("max_overflow", MAX_OVERFLOW)
     kwargs.setdefault("pool_recycle", POOL_RECYCLE_SECONDS)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # A connection the server has ended (a restart, pg_terminate_backend) is never handed
+        # out: the pool connects anew, so a database blip costs no request a 500. asyncpg
+        # notices most closed sockets by itself; the rest are found with `SELECT 1` in the simple
+        # query protocol, one round trip (SQLAlchemy's own pre-ping wraps it in
+        # BEGIN and ROLLBACK: three).
+        connection = dbapi_connection.driver_connection
+        if connection.is_closed():
+            raise DisconnectionError()
+        try:
+            await_(connection.execute("SELECT 1"))
+        except Exception as error:
+            raise DisconnectionError() from error
+
+    return engine
 
 
 class Database:
