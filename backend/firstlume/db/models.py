@@ -24,7 +24,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from firstlume.db.types import EnumText, UTCDateTime, utcnow
-from firstlume.domain.runs import HOLDS_LOCK, Phase, ResourceState, RunStatus, RunType, StepStatus
+from firstlume.domain.runs import (
+    HOLDS_LOCK,
+    Phase,
+    ResourceState,
+    RunStatus,
+    RunType,
+    StepStatus,
+    TriggerKind,
+)
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -55,6 +63,9 @@ class Organization(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 class User(Base):
@@ -96,6 +107,9 @@ class Folder(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 class Stack(Base):
@@ -117,6 +131,9 @@ class Stack(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     require_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Arrival counter: each new run takes the next number under the stack's row lock.
     run_counter: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -166,6 +183,14 @@ class Run(Base):
     number: Mapped[int] = mapped_column(Integer)
     type: Mapped[RunType] = mapped_column(EnumText(RunType, 20))
     status: Mapped[RunStatus] = mapped_column(EnumText(RunStatus, 30))
+    # What started the run: a person (manual), a push to the branch, or the drift schedule.
+    trigger_kind: Mapped[TriggerKind] = mapped_column(
+        EnumText(TriggerKind, 20), default=TriggerKind.MANUAL, server_default=TriggerKind.MANUAL.value
+    )
+    trigger_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    trigger_delivery: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
+    trigger_actor: Mapped[str | None] = mapped_column(String(400), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

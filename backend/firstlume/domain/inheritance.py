@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-SETTING_DEFAULTS: dict[str, bool] = {"require_approval": True, "confirm_destructive": False}
+# Each inherited setting and its default. A level's value None means "inherit"; a default of
+# None means "none" (no drift schedule; approvers None: any operator or admin may approve).
+SETTING_DEFAULTS: dict[str, Any] = {
+    "require_approval": True,
+    "confirm_destructive": False,
+    "drift_schedule": None,
+    "approvers": None,
+    "forbid_self_approval": False,
+}
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self
 
+from croniter import croniter
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -32,6 +33,7 @@ from firstlume.domain.runs import RunType
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 PATH_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,29 @@ def _once_each(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def _cron(value: str, info: ValidationInfo) -> str:
+    text = " ".join(value.split())
+    if len(text.split(" ")) != 5 or not croniter.is_valid(text):
+        raise refuse(
+            f"'{info.field_name}' must be a cron schedule of five fields (minute hour day month weekday, "
+            f'in UTC), such as "0 6 * * *"; got {shown(value)}.'
+        )
+    return text
+
+
+def _principals(values: list[str], info: ValidationInfo) -> list[str]:
+    for value in values:
+        kind, _, name = value.partition(":")
+        valid = (kind == "user" and "@" in name and not name.startswith("@") and not name.endswith("@")) or (
+            kind == "group" and GROUP_NAME.match(name) is not None
+        )
+        if not valid:
+            raise refuse(
+                f'Each of \'{info.field_name}\' must be "user:<email>" or "group:<name>"; got {shown(value)}.'
+            )
+    return list(dict.fromkeys(values))
+
+
 # Given as a domain enum's string value (or the enum itself): the one place types are not strict.
 LAX = Field(strict=False)
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
@@ -106,6 +131,15 @@ FolderPath = Annotated[
 ]
 RelativePath = Annotated[str, Field(max_length=1000), AfterValidator(_relative_path)]
 VariableName = Annotated[str, AfterValidator(_variable_name)]
+CronSchedule = Annotated[
+    str, Field(max_length=200), AfterValidator(_cron), Expect('a cron schedule such as "0 6 * * *"')
+]
+Principals = Annotated[
+    list[Annotated[str, Field(max_length=400)]],
+    Field(max_length=200),
+    AfterValidator(_principals),
+    Expect('a list of "user:<email>" and "group:<name>"'),
+]
 
 
 class Command(BaseModel):
@@ -165,6 +199,9 @@ class PatchSettings(Command):
     unknown_field = "Unknown setting '{field}'; the settings are {fields}."
     require_approval: bool | None = None
     confirm_destructive: bool | None = None
+    drift_schedule: CronSchedule | None = None
+    approvers: Principals | None = None
+    forbid_self_approval: bool | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Self:
@@ -172,7 +209,7 @@ class PatchSettings(Command):
             raise refuse(f"Send at least one of {', '.join(SETTING_NAMES)}.")
         return self
 
-    def changes(self) -> dict[str, bool | None]:
+    def changes(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in SETTING_NAMES if name in self.model_fields_set}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,7 +32,7 @@ def org_id_of(scope: Scope) -> str:
     return scope.id if isinstance(scope, Organization) else scope.org_id
 
 
-def explicit_settings(scope: Scope) -> dict[str, bool | None]:
+def explicit_settings(scope: Scope) -> dict[str, Any]:
     return {name: getattr(scope, name) for name in SETTING_NAMES}
 
 

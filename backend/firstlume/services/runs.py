@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, ResourceChange, Run, Stack
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import AcknowledgementRequired, CannotCancel, InvalidStatus, NotFound
-from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus
+from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus, TriggerKind
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.transitions import change_status
@@ -16,7 +18,23 @@ from firstlume.services.transitions import change_status
 DESTRUCTIVE_ACTIONS = ("delete", "replace")
 
 
-async def start_run(unit: Unit, actor: Actor, stack: Stack, command: StartRun) -> Run:
+@dataclass(frozen=True)
+class Trigger:
+    """What starts a run when no person does: a push (its commit and delivery) or the drift
+    schedule. `by` stands in the run's `created_by`: "git:<author email>", "schedule"."""
+
+    kind: TriggerKind
+    by: str
+    commit: str | None = None
+    delivery: str | None = None
+
+
+async def start_run(
+    unit: Unit, actor: Actor | None, stack: Stack, command: StartRun, *, trigger: Trigger | None = None
+) -> Run:
+    """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`."""
+    if (actor is None) == (trigger is None):
+        raise ValueError("a run is started by a person or by a trigger, and by only one")
     session = unit.session
     # The counter update takes the stack's row lock (PostgreSQL) or the write lock (SQLite):
     # concurrent starts get consecutive numbers, which are the queue's arrival order.
@@ -31,12 +49,18 @@ async def start_run(unit: Unit, actor: Actor, stack: Stack, command: StartRun) -
         stack_id=stack.id,
         number=number,
         type=command.type,
-        created_by_id=actor.user_id,
+        created_by_id=actor.user_id if actor else None,
+        trigger_kind=trigger.kind if trigger else TriggerKind.MANUAL,
+        trigger_commit=trigger.commit if trigger else None,
+        trigger_delivery=trigger.delivery if trigger else None,
+        trigger_actor=trigger.by if trigger else None,
         acknowledged=[],
         variables_used=[],
         state_backends=[],
     )
-    return await change_status(unit, run, INITIAL, actor=actor.email)
+    return await change_status(
+        unit, run, INITIAL, actor=actor.email if actor else trigger.by if trigger else None
+    )
 
 
 async def run_in_org(session: AsyncSession, org: Organization, run_id: str, *, lock: bool = False) -> Run:

@@ -8,13 +8,16 @@ from enum import Enum
 import strawberry
 
 from firstlume.domain.inheritance import VariableKind
-from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus
+from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
 
 strawberry.enum(RunType, description="What a run does: plan, apply, destroy or drift.")
 strawberry.enum(RunStatus, description="Where a run is in its lifecycle (see the documentation's diagram).")
 strawberry.enum(StepStatus, description="A step's status.")
 strawberry.enum(ResourceState, description="A planned change's state during and after the apply.")
 strawberry.enum(VariableKind)
+strawberry.enum(
+    TriggerKind, description="What started a run: a person, a push to the branch, or the drift schedule."
+)
 
 
 @strawberry.enum(
@@ -33,4 +36,4 @@ class GitAuth(Enum):
     SSH_KEY = "ssh_key"
 
 
-__all__ = ["ResourceState", "RunStatus", "RunType", "StepStatus", "VariableKind"]
+__all__ = ["ResourceState", "RunStatus", "RunType", "StepStatus", "TriggerKind", "VariableKind"]

@@ -117,6 +117,13 @@ class CreateStackInput:
 class SettingsInput:
     require_approval: bool | None = strawberry.UNSET
     confirm_destructive: bool | None = strawberry.UNSET
+    drift_schedule: str | None = strawberry.field(
+        default=strawberry.UNSET, description='A cron schedule of five fields (UTC), such as "0 6 * * *".'
+    )
+    approvers: list[str] | None = strawberry.field(
+        default=strawberry.UNSET, description='"user:<email>" and "group:<name>" entries.'
+    )
+    forbid_self_approval: bool | None = strawberry.UNSET
 
 
 @asynccontextmanager

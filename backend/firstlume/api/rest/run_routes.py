@@ -14,7 +14,7 @@ from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import changes_document, run_json
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest, NotFound
-from firstlume.domain.runs import ACTIVE, FINISHED, RunStatus, RunType
+from firstlume.domain.runs import ACTIVE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services import catalog, runs
 from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
@@ -40,7 +40,9 @@ async def start_run(request: Request) -> Response:
     return JSONResponse(run_json(details), status_code=201)
 
 
-def _enum_values(request: Request, name: str, enum: type[RunStatus] | type[RunType]) -> tuple[Any, ...]:
+def _enum_values(
+    request: Request, name: str, enum: type[RunStatus] | type[RunType] | type[TriggerKind]
+) -> tuple[Any, ...]:
     values = query_values(request, name)
     try:
         return tuple(enum(v) for v in dict.fromkeys(values))
@@ -52,13 +54,15 @@ def _enum_values(request: Request, name: str, enum: type[RunStatus] | type[RunTy
 
 def _run_filter(request: Request) -> RunFilter:
     return RunFilter(
-        statuses=_enum_values(request, "status", RunStatus), types=_enum_values(request, "type", RunType)
+        statuses=_enum_values(request, "status", RunStatus),
+        types=_enum_values(request, "type", RunType),
+        triggers=_enum_values(request, "trigger", TriggerKind),
     )
 
 
 @endpoint
 async def list_stack_runs(request: Request) -> Response:
-    async with org_read(request, "status", "type", "limit", "before") as (session, _, org):
+    async with org_read(request, "status", "type", "trigger", "limit", "before") as (session, _, org):
         run_filter = _run_filter(request)
         limit = int_param(request, "limit", DEFAULT_LIST, 1, MAX_LIST)
         before = int_param(request, "before", None, 1, 2**31 - 1)
@@ -71,7 +75,7 @@ async def list_stack_runs(request: Request) -> Response:
 
 @endpoint
 async def list_org_runs(request: Request) -> Response:
-    async with org_read(request, "active", "status", "type") as (session, _, org):
+    async with org_read(request, "active", "status", "type", "trigger") as (session, _, org):
         active = request.query_params.get("active", "true").lower()
         if active not in ("true", "1"):
             raise InvalidRequest(

@@ -17,7 +17,7 @@ from sqlalchemy.orm import aliased
 
 from firstlume.db.models import Run, RunStep, Stack, User
 from firstlume.domain.changes import Summary
-from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType
+from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, TriggerKind
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -32,8 +32,11 @@ class RunFilter:
 
     statuses: tuple[RunStatus, ...] = ()
     types: tuple[RunType, ...] = ()
+    triggers: tuple[TriggerKind, ...] = ()
 
     def apply(self, query: Q) -> Q:
+        if self.triggers:
+            query = query.where(Run.trigger_kind.in_(sorted(t.value for t in self.triggers)))
         if self.statuses:
             query = query.where(Run.status.in_(sorted(s.value for s in self.statuses)))
         if self.types:
@@ -242,7 +245,7 @@ async def details(
         RunDetails(
             run=run,
             stack_slug=slugs[run.stack_id],
-            created_by=people.get(run.created_by_id or ""),
+            created_by=people.get(run.created_by_id or "") or run.trigger_actor,
             approved_by=people.get(run.approved_by_id or ""),
             steps=run_steps,
             queue_position=positions.get(run.id),
@@ -275,7 +278,7 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
     return RunDetails(
         run=run,
         stack_slug=slug,
-        created_by=created_by,
+        created_by=created_by or run.trigger_actor,
         approved_by=approved_by,
         steps=steps,
         queue_position=int(position) if position is not None else None,

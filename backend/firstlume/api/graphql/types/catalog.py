@@ -15,7 +15,7 @@ from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import RunStatus, RunType
+from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.services import accounts
 from firstlume.services.context import Actor
 from firstlume.services.reads import Folder as FolderRecord
@@ -216,8 +216,8 @@ class Stack:
         return Folder(row=row, loaders=self.loaders) if row else None
 
     @strawberry.field(
-        description=f"Newest first; `first` is at most {MAX_PAGE_SIZE}. `status` and `type` keep only "
-        "the runs in one of those statuses or of one of those types."
+        description=f"Newest first; `first` is at most {MAX_PAGE_SIZE}. `status`, `type` and `trigger` "
+        "keep only the runs in one of those statuses, of one of those types, started by one of those."
     )
     async def runs(
         self,
@@ -225,6 +225,7 @@ class Stack:
         after: str | None = None,
         status: list[RunStatus] | None = None,
         type: list[RunType] | None = None,
+        trigger: list[TriggerKind] | None = None,
     ) -> RunConnection:
         check_first(first, MAX_PAGE_SIZE)
         before = None
@@ -235,7 +236,9 @@ class Stack:
                 )
             before = int(after)
         run_filter = RunFilter(
-            statuses=tuple(RunStatus(s) for s in status or ()), types=tuple(RunType(t) for t in type or ())
+            statuses=tuple(RunStatus(s) for s in status or ()),
+            types=tuple(RunType(t) for t in type or ()),
+            triggers=tuple(TriggerKind(t) for t in trigger or ()),
         )
         rows = await self.loaders.stack_runs.load(RunPageKey(self.row.id, first + 1, before, run_filter))
         page = rows[:first]

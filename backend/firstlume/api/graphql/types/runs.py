@@ -13,9 +13,9 @@ from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.plain import filled
-from firstlume.api.graphql.types.settings import EffectiveSettings, ResolvedSetting
+from firstlume.api.graphql.types.settings import ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType
+from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services.logs import read_log
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import RunStep
@@ -93,11 +93,17 @@ class VariableUsage:
     kind: VariableKind
 
 
+@strawberry.type(description="The approval rules a run read when its plan finished, with their origins.")
+class RunRules:
+    require_approval: ResolvedSetting
+    confirm_destructive: ResolvedSetting
+
+
 @strawberry.type
 class RunConfiguration:
     config_yaml: str | None = strawberry.field(description="The config.yaml of the commit.")
     engine: str | None
-    settings: EffectiveSettings | None = strawberry.field(
+    settings: RunRules | None = strawberry.field(
         description="The rules read when the plan finished, with their origins; null before."
     )
     variables: list[VariableUsage]
@@ -106,7 +112,7 @@ class RunConfiguration:
     def of(cls, run: RunRecord) -> RunConfiguration:
         settings = None
         if run.approval_required is not None:
-            settings = EffectiveSettings(
+            settings = RunRules(
                 require_approval=ResolvedSetting(
                     value=bool(run.approval_required), origin=run.approval_required_origin or ""
                 ),
@@ -134,6 +140,13 @@ class RunConfiguration:
 class StateBackend:
     unit: str
     backend: str
+
+
+@strawberry.type(description="What started the run.")
+class RunTrigger:
+    kind: TriggerKind
+    commit: str | None = strawberry.field(description="The pushed commit (push runs).")
+    delivery: str | None = strawberry.field(description="The Git delivery that started it (push runs).")
 
 
 @strawberry.type(description="The resources whose apply failed; each one's error is on the resource.")
@@ -170,6 +183,7 @@ class Run:
     configuration: RunConfiguration = filled()
     state_backends: list[StateBackend] = filled()
     error: str | None = filled("The run's error when it failed for a reason that belongs to no resource.")
+    trigger: RunTrigger = filled()
     failed_resources: FailedResources = filled("The apply's failed resources; none means count 0.")
     log_length: int = filled("The log's length in characters so far.")
 
@@ -201,6 +215,9 @@ class Run:
             StateBackend(unit=b["unit"], backend=b["backend"]) for b in run.state_backends or []
         ]
         self.error = run.error
+        self.trigger = RunTrigger(
+            kind=TriggerKind(run.trigger_kind), commit=run.trigger_commit, delivery=run.trigger_delivery
+        )
         self.failed_resources = FailedResources(
             count=run.failed_resource_count, addresses=list(run.failed_resource_addresses or [])
         )
@@ -216,7 +233,10 @@ class Run:
 
     @strawberry.field
     async def created_by(self) -> str | None:
-        return await self.loaders.email.load(self.row.created_by_id) if self.row.created_by_id else None
+        """The person's email; for a run nobody started, what did: "git:<author email>", "schedule"."""
+        if self.row.created_by_id:
+            return await self.loaders.email.load(self.row.created_by_id)
+        return self.row.trigger_actor
 
     @strawberry.field(description="When the first phase started; null while the run is queued.")
     async def started_at(self) -> datetime | None:

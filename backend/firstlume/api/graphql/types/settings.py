@@ -21,23 +21,57 @@ class ResolvedSetting:
     origin: str = strawberry.field(description='"default", "organization", "folder:<path>" or "stack".')
 
 
+ORIGIN = '"default", "organization", "folder:<path>" or "stack".'
+
+
+@strawberry.type
+class ResolvedSchedule:
+    value: str | None = strawberry.field(description="A cron schedule (UTC), or null: none.")
+    origin: str = strawberry.field(description=ORIGIN)
+
+
+@strawberry.type
+class ResolvedPrincipals:
+    value: list[str] | None = strawberry.field(
+        description='"user:<email>" and "group:<name>" entries, or null: any operator or admin.'
+    )
+    origin: str = strawberry.field(description=ORIGIN)
+
+
 @strawberry.type
 class EffectiveSettings:
     require_approval: ResolvedSetting
     confirm_destructive: ResolvedSetting
+    drift_schedule: ResolvedSchedule
+    approvers: ResolvedPrincipals
+    forbid_self_approval: ResolvedSetting
 
     @classmethod
     def of(cls, resolved: dict[str, Resolved]) -> EffectiveSettings:
-        def one(name: str) -> ResolvedSetting:
+        def flag(name: str) -> ResolvedSetting:
             return ResolvedSetting(value=bool(resolved[name].value), origin=resolved[name].origin)
 
-        return cls(require_approval=one("require_approval"), confirm_destructive=one("confirm_destructive"))
+        approvers = resolved["approvers"]
+        return cls(
+            require_approval=flag("require_approval"),
+            confirm_destructive=flag("confirm_destructive"),
+            drift_schedule=ResolvedSchedule(
+                value=resolved["drift_schedule"].value, origin=resolved["drift_schedule"].origin
+            ),
+            approvers=ResolvedPrincipals(
+                value=list(approvers.value) if approvers.value is not None else None, origin=approvers.origin
+            ),
+            forbid_self_approval=flag("forbid_self_approval"),
+        )
 
 
 @strawberry.type(description="Values set at this level; null inherits.")
 class ExplicitSettings:
     require_approval: bool | None
     confirm_destructive: bool | None
+    drift_schedule: str | None
+    approvers: list[str] | None
+    forbid_self_approval: bool | None
 
 
 @strawberry.type
@@ -47,10 +81,7 @@ class Settings:
 
     @strawberry.field
     def explicit(self) -> ExplicitSettings:
-        values = inherited.explicit_settings(self.scope)
-        return ExplicitSettings(
-            require_approval=values["require_approval"], confirm_destructive=values["confirm_destructive"]
-        )
+        return ExplicitSettings(**inherited.explicit_settings(self.scope))
 
     @strawberry.field
     async def effective(self) -> EffectiveSettings:
