@@ -77,15 +77,15 @@ async def move_change_states(
 
 
 async def count_failed_resources(session: AsyncSession, run_id: str, *, first: int) -> tuple[int, list[str]]:
-    """How many of the run's changes failed, and the first `first` of their addresses in plan order."""
+    """How many of the run's changes failed, and the first `first` of their addresses in plan
+    order, in one statement (the count rides along each row as a window)."""
     failed = ResourceChange.state == ResourceState.FAILED
-    count = await session.scalar(
-        select(func.count()).select_from(ResourceChange).where(ResourceChange.run_id == run_id, failed)
-    )
-    addresses = await session.scalars(
-        select(ResourceChange.address)
-        .where(ResourceChange.run_id == run_id, failed)
-        .order_by(ResourceChange.position)
-        .limit(first)
-    )
-    return int(count or 0), list(addresses)
+    rows = (
+        await session.execute(
+            select(ResourceChange.address, func.count().over())
+            .where(ResourceChange.run_id == run_id, failed)
+            .order_by(ResourceChange.position)
+            .limit(max(first, 1))
+        )
+    ).all()
+    return (int(rows[0][1]) if rows else 0), [address for address, _ in rows[:first]]
