@@ -22,6 +22,7 @@ from firstlume.executor.client import ExecutorClient, RequestRejected
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import ResourceReport
 from firstlume.services import accounts, dispatch, runs
+from firstlume.services.commands import ApproveRun
 from firstlume.services.context import Context
 from support.runs import plan_run, report, start
 from support.terraform import requires_terraform, terraform_env, write_config
@@ -58,7 +59,7 @@ async def applying(ctx: Context, tenant: Tenant, creates: int, replaces: int = 0
         org = await accounts.org_for(unit.session, actor, tenant.org)
         run = await runs.run_in_org(unit.session, org, run_id, lock=True)
         await runs.approve_run(
-            unit, actor, run, {"acknowledged": [f"terraform_data.r{i}" for i in range(replaces)]}
+            unit, actor, run, ApproveRun(acknowledged=[f"terraform_data.r{i}" for i in range(replaces)])
         )
     [launch] = await dispatch.claim_applies(ctx)
     return run_id, launch.token
