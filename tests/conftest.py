@@ -32,6 +32,7 @@ from firstlume.pubsub import PubSub
 from firstlume.services import accounts, catalog
 from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
+from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -114,6 +115,17 @@ async def ctx(settings: Settings) -> AsyncIterator[Context]:
     yield Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub)
     await pubsub.disconnect()
     await db.dispose()
+
+
+@pytest.fixture
+async def relay(ctx: Context) -> AsyncIterator[OutboxRelay]:
+    """The outbox relay of a served app, for in-process tests whose listeners (the scheduler, a
+    live view) must hear status changes as they would in production."""
+    ctx.relay = OutboxRelay(ctx.db, ctx.pubsub, interval=0.05)
+    await ctx.relay.start()
+    yield ctx.relay
+    await ctx.relay.stop()
+    ctx.relay = None
 
 
 @dataclass

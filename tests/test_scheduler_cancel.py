@@ -101,14 +101,11 @@ async def planned_then_canceled(ctx: Context, tenant: Tenant, kube: FakeKube, ru
 
 
 async def test_the_scheduler_hears_of_a_cancellation_and_deletes_the_runs_jobs(
-    ctx: Context, tenant: Tenant, kube: FakeKube, launcher: KubernetesLauncher
+    ctx: Context, tenant: Tenant, kube: FakeKube, launcher: KubernetesLauncher, relay: OutboxRelay
 ) -> None:
     await make_stack(ctx, tenant, {"slug": "network", "repository": "file:///repo"})
     await make_stack(ctx, tenant, {"slug": "other", "repository": "file:///repo"})
     # Reading the database happens once, at start: only the event can tell of what follows.
-    # Status events reach listeners through the outbox relay, as in the served app.
-    ctx.relay = OutboxRelay(ctx.db, ctx.pubsub, interval=0.05)
-    await ctx.relay.start()
     scheduler = Scheduler(ctx, launcher, cancel_reconcile_seconds=3600)
     await scheduler.start()
     try:
@@ -121,7 +118,6 @@ async def test_the_scheduler_hears_of_a_cancellation_and_deletes_the_runs_jobs(
         await eventually(lambda: plan_job not in {j.metadata.name for j in kube.jobs()}, "the Job deleted")
     finally:
         await scheduler.stop()
-        await ctx.relay.stop()
     assert [s.metadata.name for s in kube.secrets()] == [f"{manifests.job_name(other, 'plan', 1)}-token"]
     assert [j.metadata.name for j in kube.jobs()] == [manifests.job_name(other, "plan", 1)]
     assert [c["name"] for c in kube.calls_to("delete_namespaced_job")] == [plan_job]

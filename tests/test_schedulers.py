@@ -20,6 +20,7 @@ from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.services.outbox import OutboxRelay
 from support.runs import report, start, status_of
 
 CREATE_ONE = {
@@ -274,7 +275,7 @@ class StartsARunWhileFinishingAPass(RecordingLauncher):
 
 
 async def test_a_run_started_during_a_pass_is_launched_without_waiting_for_the_interval(
-    ctx: Context, tenant: Tenant
+    ctx: Context, tenant: Tenant, relay: OutboxRelay
 ) -> None:
     for slug in ("first", "second"):
         await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})

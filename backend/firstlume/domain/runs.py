@@ -62,6 +62,13 @@ class ResourceState(StrEnum):
     NOT_APPLIED = "not_applied"
 
 
+class PhaseResult(StrEnum):
+    """What an executor reports of its phase (not a run status: the control plane decides that)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class TriggerKind(StrEnum):
     """What started a run."""
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from firstlume.domain.runs import PhaseResult
 from firstlume.executor.client import ExecutorClient
 from firstlume.executor.phase import PhaseRunner
-from firstlume.protocol.executor import PhaseResult
 
 URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
 TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -28,7 +27,7 @@ from pydantic import (
     field_validator,
 )
 
-from firstlume.domain.runs import Phase, ResourceState, RunStatus, RunType, StepStatus
+from firstlume.domain.runs import Phase, PhaseResult, ResourceState, RunStatus, RunType, StepStatus
 
 # The most resource updates one request may carry: the executor sends fewer (see
 # executor/resources.py), and the control plane refuses more with a 422 instead of holding an
@@ -37,13 +36,6 @@ MAX_RESOURCE_UPDATES = 5000
 
 Engine = Literal["terraform", "tofu", "terragrunt"]
 VariableKind = Literal["terraform", "env"]
-
-
-class PhaseResult(StrEnum):
-    """What an executor reports of its phase (not a run status: the control plane decides that)."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
 
 
 def _base64_bytes(value: Any) -> Any:
