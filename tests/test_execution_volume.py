@@ -56,6 +56,8 @@ def test_every_state_and_every_line_of_a_large_apply_arrives_once_and_in_order(
             seen[index].append(number)
     # Each resource's lines, exactly once each and in the order its provisioner printed them.
     wrong = {i: n for i, n in seen.items() if n != list(range(1, LINES_EACH + 1))}
-    assert not wrong, [line for line in log.splitlines() if any(f"r{i}-" in line for i in wrong)][:80]
+    assert not wrong, f"lines seen per resource: {wrong!r}; the log around them: " + repr(
+        [line for line in log.splitlines() if any(f"r{i}-" in line for i in wrong)][:80]
+    )
     assert sorted(seen) == list(range(RESOURCES))
     assert api.log(run_id).count("Apply complete! Resources: 2000 added, 0 changed, 0 destroyed.") == 1
