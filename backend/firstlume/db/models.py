@@ -381,6 +381,8 @@ class StateHead(Base):
     )
     lock_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
     lock_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
+    # Who holds it, as people read it: "ada@example.com" or "run #3 (apply phase)".
+    lock_holder: Mapped[str | None] = mapped_column(String(400), nullable=True)
     locked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 

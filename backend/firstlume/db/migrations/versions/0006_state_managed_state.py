@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("lock_user_id", sa.String(32), nullable=True),
         sa.Column("lock_run_id", sa.String(32), nullable=True),
         sa.Column("lock_phase", sa.String(10), nullable=True),
+        sa.Column("lock_holder", sa.String(400), nullable=True),
         sa.Column("locked_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["org_id"], ["organizations.id"], name="fk_state_heads_org_id_organizations", ondelete="CASCADE"
