@@ -93,6 +93,13 @@ def _state_response(raw: bytes) -> Response:
 
 def _lock_refusal(http_status: int, error: StateLocked | LockHeldByOther) -> JSONResponse:
     body: dict[str, Any] = dict(error.lock_info)
+    lock = error.details.get("lock") or {}
+    if lock.get("holder"):
+        # Terraform prints only the ID of a held lock ("already locked: ID=…"), and its own lock
+        # info beside it: the ID it reads names the holder too, so that a person sees who holds
+        # it. The exact ID stays in error.lock.id.
+        who = f" as {lock['who']}" if lock.get("who") and lock["who"] != lock["holder"] else ""
+        body["ID"] = f"{lock['id']}, held by {lock['holder']}{who}"
     body["error"] = {"code": error.code, "message": error.message, **error.details}
     return JSONResponse(body, status_code=http_status)
 
@@ -164,7 +171,12 @@ async def lock_state(request: Request) -> Response:
 @endpoint
 async def unlock_state(request: Request) -> Response:
     check_query(request)
-    info = parse_lock_info(await _body(request, MAX_LOCK_BYTES))
+    raw = await _body(request, MAX_LOCK_BYTES)
+    if not raw.strip():
+        # `terraform force-unlock <ID>` sends UNLOCK without a body (its http client has no lock
+        # info of its own to send): it is the force-unlock, whoever holds the lock.
+        return await _force_unlock(request)
+    info = parse_lock_info(raw)
     try:
         async with state_change(request) as (unit, caller, unit_path):
             await locks.unlock_state(unit.session, caller, unit_path, info["ID"])
@@ -176,6 +188,10 @@ async def unlock_state(request: Request) -> Response:
 @endpoint
 async def force_unlock(request: Request) -> Response:
     check_query(request)
+    return await _force_unlock(request)
+
+
+async def _force_unlock(request: Request) -> Response:
     async with state_change(request) as (unit, caller, unit_path):
         released = await locks.force_unlock(unit.session, caller, unit_path)
     return JSONResponse({"released": released})
