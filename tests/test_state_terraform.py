@@ -4,13 +4,14 @@ token as the Basic password (`-backend-config=password=…`), on SQLite and Post
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import LiveServer, Tenant
+from conftest import PG_SERVER, LiveServer, Tenant
 from support.terraform import requires_terraform, run_terraform, terraform_env, write_config
 
 pytestmark = requires_terraform
@@ -162,3 +163,34 @@ def test_a_lock_held_elsewhere_stops_terraform_until_force_unlocked(
     run_terraform(["apply", "-auto-approve", "-no-color", "-lock-timeout=0"], workdir, env)
     assert state.versions()[0]["resources"] == 2
     assert state.http.get(f"{state.base}/lock").json()["lock"] is None  # Terraform unlocked after
+
+
+def database_bytes(database_url: str) -> bytes:
+    """Everything the database holds, as bytes: the SQLite files (with the WAL), or a pg_dump."""
+    if database_url.startswith("sqlite"):
+        path = Path(database_url.split("///", 1)[1])
+        return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    name = database_url.rsplit("/", 1)[1]
+    server = PG_SERVER.rsplit("/", 1)[0]
+    dump = subprocess.run(["pg_dump", f"{server}/{name}"], capture_output=True, check=True, timeout=120)
+    return dump.stdout
+
+
+def test_state_secrets_are_never_in_the_clear(
+    state: StateApi, server: LiveServer, tenant: Tenant, tmp_path: Path, database_url: str
+) -> None:
+    env = terraform_env(tmp_path)
+    workdir = write_config(tmp_path / "code", MAIN)
+    init(workdir, env, state.base, tenant.token)
+    run_terraform(["apply", "-auto-approve", "-no-color"], workdir, env)
+    # Terraform keeps the sensitive output's value in the state, in the clear.
+    assert SECRET in run_terraform(["state", "pull"], workdir, env).stdout
+
+    stored = database_bytes(database_url)
+    assert b"terraform_data" not in stored  # the state is sealed as a whole
+    # pg_dump writes bytea as hex: a plaintext in a binary column would show that way.
+    for needle in (SECRET.encode(), SECRET.encode().hex().encode()):
+        assert needle not in stored.lower()
+    for path in ("/versions", "/outputs", "/lock"):
+        assert SECRET not in state.http.get(state.base + path).text
+    assert SECRET not in server.log()
