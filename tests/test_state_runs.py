@@ -53,6 +53,7 @@ def test_a_stack_without_backend_keeps_its_state_between_runs(api: Api, repo: St
     assert version["created_by"] == "run #1 (apply phase)" and version["resources"] == 1
     plan_log = api.log(first, "init")
     assert "State: kept in Firstlume" in plan_log
+    assert "flx_" not in api.log(first)  # no phase token in the log
     # The lock was held for the run and released by Terraform.
     assert api.http.get(f"{api.o}/stacks/app/state/lock").json() == {"lock": None}
 
