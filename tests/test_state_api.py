@@ -239,6 +239,15 @@ async def test_a_phase_token_reaches_its_own_stack_only_during_its_phase(
         lock["holder"] == "run #1 (plan phase)" and lock["run"] == launch.run_id and lock["phase"] == "plan"
     )
 
+    # Reading, writing and locking is all an executor may do.
+    for refused in (
+        await client.delete(stack, headers=executor),
+        await client.delete(f"{stack}/lock", headers=executor),
+        await client.request("UNLOCK", f"{stack}/lock", headers=executor),
+    ):
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    assert (await client.get(stack, headers=executor)).content == state_doc(1)
+
     for foreign in (
         stack.replace("/stacks/net/", "/stacks/other/"),
         stack.replace(f"/orgs/{tenant.org}/", "/orgs/globex/"),

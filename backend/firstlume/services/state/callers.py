@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, Run, Stack
-from firstlume.domain.errors import NotFound
+from firstlume.domain.errors import Forbidden, NotFound
 from firstlume.domain.runs import Phase
 from firstlume.services import accounts, catalog
 from firstlume.services.context import Actor
@@ -35,6 +35,11 @@ class StateCaller:
             return self.actor.email
         assert self.run is not None
         return f"run #{self.run.number} ({self.phase} phase)"
+
+    def require_person(self, what: str) -> None:
+        """What only people may do: an executor's token reads, writes and locks, nothing more."""
+        if self.actor is None:
+            raise Forbidden(f"An executor's phase token cannot {what}; a person's token can (admin).")
 
 
 async def state_caller(

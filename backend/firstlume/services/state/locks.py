@@ -140,6 +140,7 @@ async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lo
 
 async def force_unlock(session: AsyncSession, caller: StateCaller, unit: str) -> dict[str, Any] | None:
     """DELETE …/state/lock (admin): releases the lock whoever holds it; returns what it released."""
+    caller.require_person("force-unlock a state")
     head = await find_head(session, caller.stack, unit)
     if head is None:
         return None
