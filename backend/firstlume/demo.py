@@ -28,19 +28,15 @@ class Demo:
     token: str
 
 
-def make_demo_repository(target: Path, state_path: Path) -> str:
+def make_demo_repository(target: Path) -> str:
     """A Git repository with the example on branch main; returns its file:// URL.
 
-    Executors work in throwaway directories, so the demo keeps its Terraform state in the data
-    directory through an explicit local backend (a real stack would use a remote backend)."""
+    The example declares no backend, so its state is kept in Firstlume (managed state): the
+    executor points Terraform's http backend at the control plane."""
     if not (target / ".git").exists():
         target.mkdir(parents=True, exist_ok=True)
         for item in EXAMPLE.iterdir():
             shutil.copy(item, target / item.name)
-        state_path.parent.mkdir(parents=True, exist_ok=True)
-        (target / "backend.tf").write_text(
-            'terraform {\n  backend "local" {\n    path = "' + state_path.as_posix() + '"\n  }\n}\n'
-        )
         repo = pygit2.init_repository(str(target), initial_head="main")
         repo.index.add_all()
         repo.index.write()
@@ -52,7 +48,7 @@ def make_demo_repository(target: Path, state_path: Path) -> str:
 
 async def seed_demo(ctx: Context) -> Demo:
     data_dir = ctx.settings.data_dir
-    url = make_demo_repository(data_dir / "demo-repo", data_dir / "state" / "demo.tfstate")
+    url = make_demo_repository(data_dir / "demo-repo")
     async with ctx.unit() as unit:
         session = unit.session
         org = await session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))

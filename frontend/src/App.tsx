@@ -5,6 +5,7 @@ import { Empty, ErrorBox, Loading, NotFoundPage, usePageTitle } from "./componen
 import { SignInPage } from "./pages/SignIn";
 import { StacksPage } from "./pages/Stacks";
 import { StackPage } from "./pages/Stack";
+import { StackStatePage } from "./pages/StackState";
 import { RunPage } from "./pages/Run";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
 
@@ -19,6 +20,7 @@ export function App() {
         <Route path="stacks" element={<StacksPage />} />
         <Route path="stacks/:slug" element={<StackPage />} />
         <Route path="stacks/:slug/settings" element={<StackSettingsPage />} />
+        <Route path="stacks/:slug/state" element={<StackStatePage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />

@@ -216,6 +216,9 @@ class Run(Base):
     # Names, origins, kinds and sensitivity of the variables the plan used; never values.
     variables_used: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     state_backends: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # The managed state serial of each unit the plan planned against ({unit: serial}, 0 for no
+    # state yet); an apply whose state has moved since fails before Terraform starts.
+    planned_state_serials: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
 
     summary_delete: Mapped[int] = mapped_column(Integer, default=0)
     summary_replace: Mapped[int] = mapped_column(Integer, default=0)
@@ -354,3 +357,55 @@ class OutboxEvent(Base):
     available_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     published_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class StateHead(Base):
+    """A unit's managed state ("." or a Terragrunt unit's path): its current serial and lineage,
+    and its lock. Every write, lock and unlock of the unit locks this row first, so concurrent
+    writers (and control-plane replicas) take turns."""
+
+    __tablename__ = "state_heads"
+    __table_args__ = (UniqueConstraint("stack_id", "unit"),)
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"))
+    unit: Mapped[str] = mapped_column(String(1000))
+    # Null while the unit has no state (never written, or deleted).
+    serial: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    lineage: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The lock: Terraform's lock info as sent, and who holds it (a person, or a run's phase).
+    lock_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lock_info: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    lock_user_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+    lock_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), nullable=True)
+    lock_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
+    # Who holds it, as people read it: "ada@example.com" or "run #3 (apply phase)".
+    lock_holder: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    locked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class StateVersion(Base):
+    """One stored state, sealed (AES-GCM bound to stack, unit and serial); every version is kept."""
+
+    __tablename__ = "state_versions"
+    __table_args__ = (UniqueConstraint("head_id", "serial"),)
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    head_id: Mapped[str] = mapped_column(ForeignKey("state_heads.id", ondelete="CASCADE"))
+    serial: Mapped[int] = mapped_column(BigInteger)
+    lineage: Mapped[str] = mapped_column(String(200))
+    # Of the plaintext: the same serial sent again with the same content is no conflict.
+    sha256: Mapped[str] = mapped_column(String(64))
+    resources: Mapped[int] = mapped_column(Integer)
+    state_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_by_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+    run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    run_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)

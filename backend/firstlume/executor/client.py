@@ -104,6 +104,9 @@ class ExecutorClient:
             # control plane (the local launcher's) has no certificate to check. HTTPS verifies.
             verify=_tls_verification(base_url),
         )
+        # Terraform's http backend reaches the managed state with these (executor/managed_state.py).
+        self.base_url = base_url.rstrip("/")
+        self.token = token
         self._max_attempts = max(1, max_attempts)
         self._backoff = backoff_seconds
         self._max_backoff = max_backoff_seconds

@@ -33,6 +33,7 @@ from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
 from firstlume.executor.logs import LogShipper, Masker, secret_strings
+from firstlume.executor.managed_state import MANAGED_BACKEND, credentials_environment, write_overrides
 from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import (
@@ -42,6 +43,7 @@ from firstlume.protocol.executor import (
     PlanDownload,
     PlanUpload,
     ResourceReport,
+    StateBackend,
     Variable,
     VariableUse,
 )
@@ -130,6 +132,9 @@ class PhaseRunner:
         self._step_name = "checkout"
         self._body: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
+        # Units whose state this phase keeps in Firstlume, and the override files written for them.
+        self._managed_units: set[str] = set()
+        self._overrides: list[Path] = []
 
     def terminate(self, reason: str) -> None:
         """Stops the phase (a dead token, SIGTERM); the engine gets an interrupt first."""
@@ -182,6 +187,7 @@ class PhaseRunner:
         except Exception as exc:
             status, error = PhaseResult.FAILED, self._describe(exc)
         finally:
+            self._remove_overrides()
             await heartbeat.stop()
         try:
             await self.reports.stop()
@@ -227,8 +233,9 @@ class PhaseRunner:
 
         engine = self._engine(config, code_dir, variables)
         async with self._step("init"):
+            self._manage_state(spec, engine)
             await engine.init()
-            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
+            self.reports.send(partial(self.client.report_state_backends, self._state_backends(engine)))
 
         async with self._step("plan"):
             terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
@@ -279,8 +286,9 @@ class PhaseRunner:
             self._heading("init")
             engine = self._engine(config, code_dir, plan.variables)
             engine.restore_lock_file(plan.lock_file)
+            self._manage_state(spec, engine)
             await engine.init(lockfile_readonly=plan.lock_file is not None)
-            self.reports.send(partial(self.client.report_state_backends, engine.state_backends()))
+            self.reports.send(partial(self.client.report_state_backends, self._state_backends(engine)))
 
             self._heading("apply")
             plan_file = self.work_dir / "plan.tfplan"
@@ -397,6 +405,32 @@ class PhaseRunner:
                 extra[variable.name] = value if isinstance(value, str) else json.dumps(value)
         env = engine_environment(self.base_env, self.work_dir, extra)
         return make_engine(config.engine, code_dir=code_dir, work_dir=self.work_dir, env=env, log=self._log)
+
+    def _manage_state(self, spec: PhaseSpec, engine: Engine) -> None:
+        """Points the units that declare no backend at the control plane's managed state, with
+        this phase's token (in the engine's environment, never in a file or the log)."""
+        if spec.state_path is None:
+            return
+        units = engine.managed_units()
+        if not units:
+            return
+        self._overrides += write_overrides(units, self.client.base_url, spec.state_path)
+        self._managed_units = {unit.unit for unit in units}
+        self.masker.add(self.client.token)
+        engine.env.update(credentials_environment(self.client.token))
+        names = ", ".join(sorted(self._managed_units))
+        self._log(f"State: kept in Firstlume, locked in this run's name (no backend in the code: {names})")
+
+    def _state_backends(self, engine: Engine) -> list[StateBackend]:
+        return [
+            StateBackend(unit=b.unit, backend=MANAGED_BACKEND) if b.unit in self._managed_units else b
+            for b in engine.state_backends()
+        ]
+
+    def _remove_overrides(self) -> None:
+        for path in self._overrides:
+            path.unlink(missing_ok=True)
+        self._overrides = []
 
     def _verified_plan_file(self, plan: PlanDownload) -> bytes:
         data = plan.plan_file_b64

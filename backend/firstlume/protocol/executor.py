@@ -131,6 +131,12 @@ class PhaseSpec(Answer):
     )
     variables: list[Variable] = Field(default_factory=list, description="effective variables, nearest wins")
     log_offset: StrictInt = Field(default=0, ge=0, description="where this phase's log continues")
+    state_path: str | None = Field(
+        default=None,
+        description="the stack's path under the control plane's URL, where its managed state is "
+        "served (`<state_path>/state`, a Terragrunt unit's at `<state_path>/units/<unit>/state`); "
+        "null: no managed state",
+    )
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0, description="seconds between heartbeats")
 
 

@@ -12,7 +12,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token
 from firstlume.db.bulk import count_failed_resources
-from firstlume.db.models import LogChunk, PhaseToken, PlanArtifact, ResourceChange, Run, RunStep, Stack
+from firstlume.db.models import (
+    LogChunk,
+    Organization,
+    PhaseToken,
+    PlanArtifact,
+    ResourceChange,
+    Run,
+    RunStep,
+    Stack,
+)
 from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
@@ -49,6 +58,7 @@ from firstlume.protocol.executor import (
 from firstlume.pubsub import run_channel
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
+from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import set_step
 from firstlume.services.transitions import change_status
 
@@ -112,6 +122,8 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
     else:
         variables = _stored_variables(ctx, run, await _artifact(session, run))
         commit_sha = run.commit_sha
+    org = await session.get(Organization, stack.org_id)
+    assert org is not None
     return PhaseSpec(
         run_id=run.id,
         phase=Phase(token.phase),
@@ -130,6 +142,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         variables=variables,
         log_offset=run.log_length,
         heartbeat_interval_seconds=ctx.settings.executor_heartbeat_interval,
+        state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
     )
 
 
@@ -256,6 +269,7 @@ async def store_plan(
                 for position, change in enumerate(changes)
             ],
         )
+    await record_planned_serials(session, run, plan_file)
     summary = summarize(changes)
     run.summary_delete, run.summary_replace = summary.delete, summary.replace
     run.summary_update, run.summary_create = summary.update, summary.create

@@ -33,6 +33,7 @@ export function StackHeader({ org, slug, folder, title, children }: { org: strin
           <NavLink end to={`/orgs/${org}/stacks/${slug}`}>
             Runs
           </NavLink>
+          <NavLink to={`/orgs/${org}/stacks/${slug}/state`}>State</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/settings`}>Settings & variables</NavLink>
         </nav>
       </div>

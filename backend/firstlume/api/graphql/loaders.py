@@ -16,11 +16,12 @@ from strawberry.dataloader import DataLoader
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.context import Context
 from firstlume.services.inherited import Scope
-from firstlume.services.reads import Folder, ReadScope, Run, RunStep, Stack, Variable
+from firstlume.services.reads import Folder, ReadScope, Run, RunStep, Stack, StateHead, Variable
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
+from firstlume.services.reads import state as state_reads
 from firstlume.services.reads.changes import ChangeFilter, ChangePage, ChangePageKey, Facets
 from firstlume.services.reads.runs import RunFilter, RunPageKey
 from firstlume.services.reads.settings import scope_key
@@ -29,7 +30,7 @@ K = TypeVar("K", bound=Hashable)
 VOLATILE = (
     "org_folders", "org_stacks", "subfolders", "folder_stacks", "queue_position", "lock_holder", "stack_runs",
     "stack_run_count", "active_runs", "change_page", "change_counts", "change_facets", "effective_settings",
-    "variables",
+    "variables", "state_heads",
 )  # fmt: skip
 V = TypeVar("V")
 
@@ -112,6 +113,10 @@ class Loaders:
     @cached_property
     def variables(self) -> DataLoader[Scope, list[Variable]]:
         return self._loader(setting_reads.variables, cache_key_fn=scope_key)
+
+    @cached_property
+    def state_heads(self) -> DataLoader[str, list[StateHead]]:
+        return self._loader(state_reads.heads_of_stacks)
 
     def _loader(
         self, read: Callable[[Any, Sequence[K]], Awaitable[Sequence[V]]], **options: Any

@@ -24,9 +24,11 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
+from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunType
+from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts, catalog, inherited, runs
 from firstlume.services.commands import (
     ApproveRun,
@@ -41,6 +43,8 @@ from firstlume.services.commands import (
 from firstlume.services.context import Actor, Unit
 from firstlume.services.inherited import Scope
 from firstlume.services.reads import Organization
+from firstlume.services.state import locks
+from firstlume.services.state.callers import StateCaller
 
 Ctx = Info[GraphQLContext, None]
 
@@ -79,6 +83,9 @@ class DeletedVariable:
     name: str
 
 
+ForceUnlockResult = Annotated[
+    StackState | NotFoundError | InvalidInputError, strawberry.union("ForceUnlockResult")
+]
 DeleteVariableResult = Annotated[
     DeletedVariable | NotFoundError | InvalidInputError, strawberry.union("DeleteVariableResult")
 ]
@@ -273,5 +280,20 @@ class Mutation:
                 scope = await scope_of(unit, org_row, folder, stack)
                 await inherited.delete_variable(unit.session, scope, name)
             return DeletedVariable(name=name)
+
+        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Releases the state lock of a stack's unit (\".\" or a Terragrunt unit's path), "
+        "whoever holds it (admin). Returns the unit's state, unlocked."
+    )
+    async def force_unlock(self, info: Ctx, org: str, stack: str, unit: str = ".") -> ForceUnlockResult:
+        async def work() -> StackState:
+            async with org_unit(info, org) as (work_unit, actor, org_row):
+                stack_row = await catalog.stack_by_slug(work_unit.session, org_row, stack)
+                unit_path = normalize_unit(unit)
+                caller = StateCaller(org=org_row, stack=stack_row, actor=actor)
+                await locks.force_unlock(work_unit.session, caller, unit_path)
+            return await state_of(fresh(info), stack_row, unit_path)
 
         return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]

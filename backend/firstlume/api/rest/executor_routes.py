@@ -13,11 +13,12 @@ from starlette.routing import Route
 
 from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import RunStatus
+from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
 from firstlume.services import execution
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
+from firstlume.services.state import serials
 
 Message = TypeVar("Message", bound=protocol.Request)
 
@@ -57,7 +58,14 @@ async def phase_report(
 @endpoint
 async def spec(request: Request) -> Response:
     async with phase_request(request) as (unit, run, token):
-        return model_response(await execution.phase_spec(context_of(request), unit.session, run, token))
+        # An apply whose managed state moved since its plan fails here, before Terraform starts.
+        moved = (
+            await serials.state_moved_since_plan(unit.session, run) if token.phase == Phase.APPLY else None
+        )
+        if moved is None:
+            return model_response(await execution.phase_spec(context_of(request), unit.session, run, token))
+        await execution.fail_run(unit, run, moved, actor="firstlume")
+    raise serials.StateMoved(moved)
 
 
 @endpoint

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from firstlume.executor.engines.process import EngineNotFound, run_process
+from firstlume.executor.managed_state import ManagedUnit
 from firstlume.protocol.executor import StateBackend
 
 LogWriter = Callable[[str], None]
@@ -138,6 +139,10 @@ class Engine(ABC):
     def restore_lock_file(self, text: str | None) -> None:
         if text is not None:
             (self.code_dir / LOCK_FILE_NAME).write_text(text, encoding="utf-8")
+
+    @abstractmethod
+    def managed_units(self) -> list[ManagedUnit]:
+        """The units whose code declares no backend: their state is kept in Firstlume."""
 
     @abstractmethod
     def state_backends(self) -> list[StateBackend]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from firstlume.executor.engines.base import Engine, EngineError, backend_type
+from firstlume.executor.managed_state import ManagedUnit, declares_backend
 from firstlume.protocol.executor import StateBackend
 
 
@@ -36,6 +37,9 @@ class Terraform(Engine):
 
     def _apply_command(self, plan_file: Path) -> list[str]:
         return [self.binary, "apply", "-json", "-input=false", "-no-color", str(plan_file)]
+
+    def managed_units(self) -> list[ManagedUnit]:
+        return [] if declares_backend(self.code_dir) else [ManagedUnit(".", self.code_dir)]
 
     def state_backends(self) -> list[StateBackend]:
         return [StateBackend(unit=".", backend=backend_type(self.code_dir / ".terraform"))]

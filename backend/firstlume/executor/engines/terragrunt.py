@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from firstlume.executor.engines.base import Engine, EngineError, backend_type
+from firstlume.executor.managed_state import ManagedUnit, terragrunt_declares_backend
 from firstlume.protocol.executor import StateBackend
 
 UNITS_KEY = "terragrunt_units"
@@ -61,6 +62,14 @@ class Terragrunt(Engine):
     def _apply_command(self, plan_file: Path) -> list[str]:
         self._restore(plan_file)
         return self._command(["apply", "-json", "-input=false", "-no-color"], out_dirs=True)
+
+    def managed_units(self) -> list[ManagedUnit]:
+        # Terragrunt copies a unit's files into its cache with the module: the override goes along.
+        return [
+            ManagedUnit(_relative(unit, self.code_dir), unit)
+            for unit in _units(self.code_dir)
+            if not terragrunt_declares_backend(unit)
+        ]
 
     def state_backends(self) -> list[StateBackend]:
         backends = []

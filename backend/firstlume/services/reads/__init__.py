@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession as Session
 
-from firstlume.db.models import Folder, Organization, PhaseToken, Run, RunStep, Stack, Variable
+from firstlume.db.models import Folder, Organization, PhaseToken, Run, RunStep, Stack, StateHead, Variable
 from firstlume.services.reads.scope import ReadScope
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "RunStep",
     "Session",
     "Stack",
+    "StateHead",
     "Variable",
 ]

@@ -14,8 +14,10 @@ from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
+from firstlume.api.graphql.types.state import StackState, state_of, states_of
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
+from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
 from firstlume.services.context import Actor
 from firstlume.services.reads import Folder as FolderRecord
@@ -259,3 +261,13 @@ class Stack:
     @strawberry.field
     async def variables(self) -> list[Variable]:
         return await variables_of(self.loaders, self.row)
+
+    @strawberry.field(
+        description='Managed state of the root module (unit ".") or of a Terragrunt unit by path.'
+    )
+    async def state(self, unit: str = ".") -> StackState:
+        return await state_of(self.loaders, self.row, normalize_unit(unit))
+
+    @strawberry.field(description="Every unit of the stack with managed state (or a lock), by path.")
+    async def states(self) -> list[StackState]:
+        return await states_of(self.loaders, self.row)

@@ -1,0 +1,96 @@
+"""Reads of managed state: units and their locks, versions newest first (never their contents:
+those are decrypted only by services/state for callers allowed to read them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.db.models import Run, StateHead, StateVersion, User
+
+MAX_VERSIONS = 1000
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    serial: int
+    lineage: str
+    sha256: str
+    resources: int
+    created_at: datetime
+    created_by: str | None  # the person's email; None when a run wrote it
+    run_id: str | None
+    run_number: int | None
+    run_phase: str | None
+
+    @property
+    def writer(self) -> str:
+        """Who wrote it, as people read it."""
+        if self.run_number is not None:
+            return f"run #{self.run_number} ({self.run_phase} phase)"
+        return self.created_by or "unknown"
+
+
+async def heads_of_stacks(session: AsyncSession, stack_ids: Sequence[str]) -> list[list[StateHead]]:
+    """Each stack's units with managed state (or a lock), by unit path."""
+    rows = await session.scalars(
+        select(StateHead)
+        .where(StateHead.stack_id.in_(stack_ids))
+        .order_by(StateHead.stack_id, StateHead.unit)
+    )
+    grouped: dict[str, list[StateHead]] = {stack_id: [] for stack_id in stack_ids}
+    for head in rows:
+        grouped[head.stack_id].append(head)
+    return [grouped[stack_id] for stack_id in stack_ids]
+
+
+async def head_of(session: AsyncSession, stack_id: str, unit: str) -> StateHead | None:
+    return await session.scalar(
+        select(StateHead).where(StateHead.stack_id == stack_id, StateHead.unit == unit)
+    )
+
+
+async def versions(
+    session: AsyncSession, head_id: str, *, limit: int, before: int | None = None
+) -> list[VersionRecord]:
+    """The unit's versions, newest first: `limit` of them, below serial `before` when given."""
+    query = (
+        select(
+            StateVersion.serial,
+            StateVersion.lineage,
+            StateVersion.sha256,
+            StateVersion.resources,
+            StateVersion.created_at,
+            User.email,
+            StateVersion.run_id,
+            Run.number,
+            StateVersion.run_phase,
+        )
+        .outerjoin(User, User.id == StateVersion.created_by_id)
+        .outerjoin(Run, Run.id == StateVersion.run_id)
+        .where(StateVersion.head_id == head_id)
+        .order_by(StateVersion.serial.desc())
+        .limit(min(limit, MAX_VERSIONS))
+    )
+    if before is not None:
+        query = query.where(StateVersion.serial < before)
+    return [
+        VersionRecord(
+            serial=serial,
+            lineage=lineage,
+            sha256=sha256,
+            resources=resources,
+            created_at=created_at,
+            created_by=email,
+            run_id=run_id,
+            run_number=number,
+            run_phase=phase.value if phase is not None else None,
+        )
+        for serial, lineage, sha256, resources, created_at, email, run_id, number, phase in await session.execute(
+            query
+        )
+    ]

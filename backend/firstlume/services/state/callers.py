@@ -1,0 +1,64 @@
+"""Who touches a stack's state: a person by API token, or an executor by its phase token,
+which reaches only its own run's stack, and only while its phase runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.db.models import Organization, Run, Stack
+from firstlume.domain.errors import Forbidden, NotFound
+from firstlume.domain.runs import Phase
+from firstlume.services import accounts, catalog
+from firstlume.services.context import Actor
+from firstlume.services.execution import authenticate_phase
+
+PHASE_TOKEN_PREFIX = "flx_"
+
+
+@dataclass(frozen=True)
+class StateCaller:
+    """A person (`actor`), or a run's phase (`run`, `phase`)."""
+
+    org: Organization
+    stack: Stack
+    actor: Actor | None = None
+    run: Run | None = None
+    phase: Phase | None = None
+
+    @property
+    def name(self) -> str:
+        """Who, as the lock and the versions show it."""
+        if self.actor is not None:
+            return self.actor.email
+        assert self.run is not None
+        return f"run #{self.run.number} ({self.phase} phase)"
+
+    def require_person(self, what: str) -> None:
+        """What only people may do: an executor's token reads, writes and locks, nothing more."""
+        if self.actor is None:
+            raise Forbidden(f"An executor's phase token cannot {what}; a person's token can (admin).")
+
+
+async def state_caller(
+    session: AsyncSession, token: str | None, org_slug: str, stack_slug: str
+) -> StateCaller:
+    if token and token.startswith(PHASE_TOKEN_PREFIX):
+        run, phase_token = await authenticate_phase(session, token)
+        found = (
+            await session.execute(
+                select(Organization, Stack)
+                .join(Stack, Stack.org_id == Organization.id)
+                .where(Stack.id == run.stack_id, Organization.slug == org_slug, Stack.slug == stack_slug)
+            )
+        ).first()
+        if found is None:
+            # Another stack's state does not exist for an executor: the same answer as a missing one.
+            raise NotFound(f"No stack '{stack_slug}'.")
+        org, stack = found
+        return StateCaller(org=org, stack=stack, run=run, phase=Phase(phase_token.phase))
+    actor, org = await accounts.authenticate_in_org(session, token, org_slug)
+    stack = await catalog.stack_by_slug(session, org, stack_slug)
+    return StateCaller(org=org, stack=stack, actor=actor)

@@ -1,0 +1,106 @@
+"""A unit's state versions: stored sealed, kept, and never going backwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.crypto import KeyRing
+from firstlume.db.models import Stack, StateHead, StateVersion
+from firstlume.db.types import utcnow
+from firstlume.domain.errors import Conflict, NotFound
+from firstlume.domain.state import check_write, parse_state
+from firstlume.services.state.callers import StateCaller
+from firstlume.services.state.heads import find_head, head_for_update
+from firstlume.services.state.locks import StateLocked, lock_json, release_if_stale
+
+
+class LockMismatch(Conflict):
+    code = "lock_mismatch"
+
+
+def seal_context(stack_id: str, unit: str, serial: int) -> str:
+    """A sealed version decrypts only as that serial of that unit of that stack."""
+    return f"state:{stack_id}:{unit}:{serial}"
+
+
+@dataclass(frozen=True)
+class Written:
+    version: StateVersion
+    created: bool  # False: the current version was sent again
+
+
+async def write_state(
+    session: AsyncSession, keyring: KeyRing, caller: StateCaller, unit: str, raw: bytes, lock_id: str | None
+) -> Written:
+    document = parse_state(raw)
+    head = await head_for_update(session, caller.stack, unit)
+    await release_if_stale(session, head)
+    if head.lock_id is not None and lock_id != head.lock_id:
+        raise StateLocked(head, "writes need the lock's ID (?ID=<lock id>)")
+    if head.lock_id is None and lock_id:
+        raise LockMismatch(
+            f"The lock {lock_id} is not held (it was released or force-unlocked): nothing was stored.",
+            lock_id=lock_id,
+        )
+    current = await _version(session, head.id, head.serial) if head.serial is not None else None
+    if not check_write(head.serial, head.lineage, current.sha256 if current else None, document):
+        assert current is not None
+        return Written(current, created=False)
+    version = StateVersion(
+        head_id=head.id,
+        serial=document.serial,
+        lineage=document.lineage,
+        sha256=document.sha256,
+        resources=document.resources,
+        state_sealed=keyring.encrypt(raw, seal_context(caller.stack.id, unit, document.serial)),
+        created_at=utcnow(),
+        created_by_id=caller.actor.user_id if caller.actor else None,
+        run_id=caller.run.id if caller.run else None,
+        run_phase=caller.phase,
+    )
+    session.add(version)
+    head.serial, head.lineage = document.serial, document.lineage
+    await session.flush()
+    return Written(version, created=True)
+
+
+async def _version(session: AsyncSession, head_id: str, serial: int) -> StateVersion | None:
+    return await session.scalar(
+        select(StateVersion).where(StateVersion.head_id == head_id, StateVersion.serial == serial)
+    )
+
+
+async def current_state(session: AsyncSession, keyring: KeyRing, stack: Stack, unit: str) -> bytes | None:
+    head = await find_head(session, stack, unit)
+    if head is None or head.serial is None:
+        return None
+    return await version_state(session, keyring, stack, unit, head.serial)
+
+
+async def version_state(
+    session: AsyncSession, keyring: KeyRing, stack: Stack, unit: str, serial: int
+) -> bytes:
+    version = await session.scalar(
+        select(StateVersion)
+        .join(StateHead, StateHead.id == StateVersion.head_id)
+        .where(StateHead.stack_id == stack.id, StateHead.unit == unit, StateVersion.serial == serial)
+    )
+    if version is None:
+        raise NotFound(f"No state version with serial {serial}.")
+    return keyring.decrypt(version.state_sealed, seal_context(stack.id, unit, serial))
+
+
+async def delete_state(session: AsyncSession, caller: StateCaller, unit: str) -> int:
+    """Deletes the unit's state and every version of it (Terraform's purge); the lock stays.
+    Returns how many versions were deleted."""
+    caller.require_person("delete a state")
+    head = await head_for_update(session, caller.stack, unit)
+    result = await session.execute(delete(StateVersion).where(StateVersion.head_id == head.id))
+    head.serial, head.lineage = None, None
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+__all__ = ["LockMismatch", "StateLocked", "Written", "lock_json"]

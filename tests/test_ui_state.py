@@ -1,0 +1,84 @@
+"""Browser: a stack's State tab: versions (serial, time, who or which run, resources) with their
+download, outputs with sensitive values hidden, and the lock's holder with force-unlock; at a
+laptop's size and a phone's. Pinned to SQLite, as the other browser tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import LiveServer, Tenant
+from support.e2e import Api, StackRepo
+from support.git_repos import make_repo
+from support.terraform import requires_terraform
+
+if TYPE_CHECKING:
+    from support.browser import UI
+
+pytest_plugins = ["support.browser"]
+pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+
+SECRET = "browser-secret-41c9"
+CODE = """
+resource "terraform_data" "app" { input = "web" }
+resource "terraform_data" "db" { input = "db" }
+output "url" { value = "https://${terraform_data.app.output}.example.com" }
+output "password" {
+  value     = "SECRET"
+  sensitive = true
+}
+""".replace("SECRET", SECRET)
+
+
+@pytest.fixture
+def applied(api: Api, tmp_path: Path) -> str:
+    url, _ = make_repo(tmp_path / "repo", {"infra/main.tf": CODE})
+    api.create_stack("app", StackRepo(path=tmp_path / "repo", url=url, state_path=tmp_path / "none"))
+    run_id = api.start("app", "apply")
+    api.wait(run_id, "awaiting_approval")
+    api.approve(run_id)
+    api.wait(run_id, "applied")
+    return run_id
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_state_tab_shows_versions_outputs_and_the_lock(
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, applied: str, size: str
+) -> None:
+    base = f"{api.o}/stacks/app/state"
+    info = {"ID": "maintenance-1", "Operation": "OperationTypeApply", "Who": "ada@laptop"}
+    assert api.http.request("LOCK", f"{base}/lock", content=json.dumps(info)).status_code == 200
+    page = ui.open(ui.sizes[size])
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/app/state")
+    expect(page).to_have_title("State · app · Stacks · Firstlume")
+
+    row = page.locator("tr[data-serial]").first
+    expect(row).to_contain_text("run #1 (apply phase)")
+    expect(row.get_by_role("link", name="run #1 (apply phase)")).to_have_attribute(
+        "href", f"/orgs/{tenant.org}/runs/{applied}"
+    )
+    expect(row).to_contain_text("2")
+    expect(page.locator(".outputs-table")).to_contain_text("https://web.example.com")
+    expect(page.locator(".outputs-table")).to_contain_text("(sensitive)")
+    assert SECRET not in page.content()
+    expect(page.get_by_test_id("lock-state")).to_contain_text(f"Locked by {tenant.email}")
+    expect(page.get_by_test_id("lock-state")).to_contain_text("maintenance-1")
+    ui.check_screen(page, f"{size}-stack-state")
+
+    if size == "desktop":
+        serial = api.http.get(f"{base}/versions").json()["versions"][0]["serial"]
+        with page.expect_download() as download:
+            row.get_by_role("button", name=f"Download version {serial}").click()
+        saved = Path(download.value.path())
+        assert download.value.suggested_filename == f"app-{serial}.tfstate"
+        assert json.loads(saved.read_text())["serial"] == serial
+
+    page.get_by_role("button", name="Force-unlock…").click()
+    page.get_by_role("button", name="Force-unlock", exact=True).click()
+    expect(page.get_by_test_id("lock-state")).to_have_text("Not locked.")
+    assert api.http.get(f"{base}/lock").json() == {"lock": None}
+    assert ui.close() == []
