@@ -57,6 +57,17 @@ async def _pg_admin(*statements: str) -> None:
         await conn.close()
 
 
+# Fixtures that make a test end-to-end: a served control plane (and the browser on it) or the
+# real terraform binary. Such tests get the `e2e` marker, so `pytest -m "not e2e"` is a fast loop.
+E2E_FIXTURES = frozenset({"server", "api", "ui", "terraform_binary"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "template.db"

@@ -1,4 +1,4 @@
-"""The bootstrap commands of spec/rest-api.md, run as a user would."""
+"""The bootstrap commands of docs/rest-api.md, run as a user would."""
 
 from __future__ import annotations
 

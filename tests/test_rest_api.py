@@ -1,4 +1,4 @@
-"""The REST compatibility routes of spec/rest-api.md that need no execution."""
+"""The REST compatibility routes of docs/rest-api.md that need no execution."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from firstlume.domain.runs import (
 
 S = RunStatus
 
-# Read off the diagram in spec/runs-and-approval.txt, arrow by arrow.
+# Read off the diagram in docs/runs-and-approval.txt, arrow by arrow.
 DIAGRAM = {
     (S.QUEUED, S.PLANNING),
     (S.PLANNING, S.NO_CHANGES),

@@ -1,1 +1,1 @@
-"""REST compatibility routes of spec/rest-api.md. Thin: parse, call a use case, serialize."""
+"""REST compatibility routes of docs/rest-api.md. Thin: parse, call a use case, serialize."""

@@ -1,4 +1,4 @@
-"""The JSON shapes of spec/rest-api.md, made from the read layer's records: no statement here."""
+"""The JSON shapes of docs/rest-api.md, made from the read layer's records: no statement here."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def _change_text(record: ChangeRecord) -> str:
 
 
 def changes_document(run: RunRecord, records: Iterable[ChangeRecord]) -> bytes:
-    """The Changes of spec/rest-api.md: every change, grouped in the documented order."""
+    """The Changes of docs/rest-api.md: every change, grouped in the documented order."""
     summary = summary_of(run)
     grouped: dict[str, list[str]] = {action: [] for action, _ in GROUPS}
     for record in records:
