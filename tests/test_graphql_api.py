@@ -803,15 +803,21 @@ async def test_an_unexpected_failure_is_masked_and_logged(
 
 
 def test_every_expected_failure_has_a_typed_result_except_authentication() -> None:
+    import firstlume.app  # noqa: F401  (every module imported: the subclasses below are all of them)
     from firstlume.api.graphql import errors as typed_errors
+    from firstlume.db.models import StateHead
     from firstlume.domain import errors as domain
+    from firstlume.services.state import locks
 
     def subclasses(cls: type) -> list[type]:
         return [cls, *(s for c in cls.__subclasses__() for s in subclasses(c))]
 
+    head = StateHead(lock_id="lock-1", lock_holder="run 7", lock_info={"ID": "lock-1"})
     samples = {
         domain.AcknowledgementRequired: domain.AcknowledgementRequired(["a.b"]),
         domain.InvalidTransition: domain.InvalidTransition("queued", "applied"),
+        locks.LockHeldByOther: locks.LockHeldByOther(head, "other-lock"),
+        locks.StateLocked: locks.StateLocked(head, "it is locked"),
     }
     for cls in subclasses(domain.FirstlumeError):
         if cls is domain.FirstlumeError or cls.__module__.startswith("firstlume.api"):

@@ -126,7 +126,9 @@ def checkout(
             raise CheckoutError(
                 f"commit {sha} is not in {where} (was it removed by a force push?); plan again"
             )
-        repo.checkout_tree(commit, strategy=CheckoutStrategy.FORCE | CheckoutStrategy.REMOVE_UNTRACKED)
+        repo.checkout_tree(  # type: ignore[no-untyped-call]  # pygit2 leaves it unannotated
+            commit, strategy=CheckoutStrategy.FORCE | CheckoutStrategy.REMOVE_UNTRACKED
+        )
         repo.set_head(commit.id)
     else:
         head = repo.head.peel(pygit2.Commit)

@@ -90,12 +90,12 @@ class KubernetesLauncher:
         from kubernetes import config as kube_config
 
         if config.kubeconfig:
-            api_client = kube_config.new_client_from_config(
+            api_client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
                 config_file=config.kubeconfig, context=config.context, persist_config=False
             )
         else:
             configuration = kube_client.Configuration()
-            kube_config.load_incluster_config(client_configuration=configuration)
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             api_client = kube_client.ApiClient(configuration)
         return cls(
             config,

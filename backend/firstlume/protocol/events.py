@@ -113,7 +113,7 @@ _EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 def event_from(value: Event | dict[str, Any]) -> Event:
     """An event model, from a model or the dict of one (validated)."""
     if isinstance(value, _Event):
-        return value  # type: ignore[return-value]
+        return value
     return _EVENTS.validate_python(value)
 
 

@@ -27,7 +27,8 @@ from pydantic import (
     field_validator,
 )
 
-from firstlume.domain.runs import Phase, PhaseResult, ResourceState, RunStatus, RunType, StepStatus
+from firstlume.domain.runs import Phase, ResourceState, RunStatus, RunType, StepStatus
+from firstlume.domain.runs import PhaseResult as PhaseResult  # part of the protocol: re-exported
 
 # The most resource updates one request may carry: the executor sends fewer (see
 # executor/resources.py), and the control plane refuses more with a 422 instead of holding an

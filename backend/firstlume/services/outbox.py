@@ -54,7 +54,7 @@ def record(unit: Unit, event: Event, channels: list[str], *, notification: str |
 
 def backoff(attempts: int, *, first: float, longest: float) -> float:
     """Seconds before the next try after `attempts` failed ones: doubling, with jitter."""
-    return min(first * 2 ** (attempts - 1), longest) * random.uniform(0.8, 1.2)
+    return float(min(first * 2 ** (attempts - 1), longest) * random.uniform(0.8, 1.2))
 
 
 class OutboxRelay:

@@ -63,7 +63,8 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         await context.authenticate(authorization)
         if context.actor is None:
             raise ConnectionRejectionError({"code": "unauthenticated", "message": context.auth_error})
-        return UNSET
+        accepted: UnsetType = UNSET  # strawberry types the UNSET singleton as Any
+        return accepted
 
 
 def graphql_routes() -> list[BaseRoute]:

@@ -166,7 +166,7 @@ class Mutation:
                 run = await runs.start_run(unit, actor, stack_row, command(StartRun, {"type": type}))
             return Run(row=run, loaders=fresh(info))
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)
 
     @strawberry.mutation(
         description="Approves a run awaiting approval. With confirm_destructive on, `acknowledged` must hold "
@@ -182,7 +182,7 @@ class Mutation:
                 run = await runs.approve_run(unit, actor, run, approval)
             return Run(row=run, loaders=fresh(info))
 
-        return await typed(APPROVE_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(APPROVE_ERRORS, work)
 
     @strawberry.mutation(description="Discards a run awaiting approval.")
     async def discard_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> DiscardRunResult:
@@ -192,7 +192,7 @@ class Mutation:
                 run = await runs.discard_run(unit, actor, run, DiscardRun())
             return Run(row=run, loaders=fresh(info))
 
-        return await typed(DISCARD_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(DISCARD_ERRORS, work)
 
     @strawberry.mutation(description="Cancels a queued or apply_queued run; running runs cannot be canceled.")
     async def cancel_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> CancelRunResult:
@@ -202,7 +202,7 @@ class Mutation:
                 run = await runs.cancel_run(unit, actor, run, CancelRun())
             return Run(row=run, loaders=fresh(info))
 
-        return await typed(CANCEL_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(CANCEL_ERRORS, work)
 
     @strawberry.mutation(
         description="Creates the folder and any missing parents; an existing folder is returned."
@@ -215,7 +215,7 @@ class Mutation:
                 )
             return Folder(row=folder, loaders=fresh(info))
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)
 
     @strawberry.mutation
     async def create_stack(self, info: Ctx, org: str, input: CreateStackInput) -> CreateStackResult:
@@ -225,7 +225,7 @@ class Mutation:
                 stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, new_stack)
             return Stack(row=stack, loaders=fresh(info))
 
-        return await typed(STACK_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(STACK_ERRORS, work)
 
     @strawberry.mutation(
         description="Settings of the organization, or of a folder (by path) or a stack (by slug)."
@@ -243,7 +243,7 @@ class Mutation:
                 await unit.session.flush()
             return Settings(scope=scope, loaders=fresh(info))
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)
 
     @strawberry.mutation(
         description="Sets a variable of the organization, a folder or a stack. A sensitive value is write-only. "
@@ -269,7 +269,7 @@ class Mutation:
                 variable = await inherited.put_variable(unit.session, info.context.app.keyring, scope, put)
             return Variable(row=variable, loaders=fresh(info))
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)
 
     @strawberry.mutation
     async def delete_variable(
@@ -281,7 +281,7 @@ class Mutation:
                 await inherited.delete_variable(unit.session, scope, name)
             return DeletedVariable(name=name)
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)
 
     @strawberry.mutation(
         description="Releases the state lock of a stack's unit (\".\" or a Terragrunt unit's path), "
@@ -296,4 +296,4 @@ class Mutation:
                 await locks.force_unlock(work_unit.session, caller, unit_path)
             return await state_of(fresh(info), stack_row, unit_path)
 
-        return await typed(INPUT_ERRORS, work)  # type: ignore[no-any-return]
+        return await typed(INPUT_ERRORS, work)

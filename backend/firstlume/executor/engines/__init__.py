@@ -9,6 +9,8 @@ from firstlume.executor.engines.base import Engine, EngineError, LogWriter
 from firstlume.executor.engines.terraform import Terraform, Tofu
 from firstlume.executor.engines.terragrunt import Terragrunt
 
+__all__ = ["ENGINES", "Engine", "EngineError", "LogWriter", "Terraform", "Terragrunt", "Tofu", "make_engine"]
+
 ENGINES: dict[str, type[Engine]] = {engine.kind: engine for engine in (Terraform, Tofu, Terragrunt)}
 
 

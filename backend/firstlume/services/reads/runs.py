@@ -15,7 +15,8 @@ from sqlalchemy import Select, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from firstlume.db.models import Run, RunStep, Stack, User
+from firstlume.db.models import Run as Run  # the row type callers of this module get back
+from firstlume.db.models import RunStep, Stack, User
 from firstlume.domain.changes import Summary
 from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, TriggerKind
 

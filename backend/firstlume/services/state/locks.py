@@ -10,13 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, StateHead
 from firstlume.db.types import utcnow
-from firstlume.domain.errors import Conflict, FirstlumeError
+from firstlume.domain.errors import Conflict
 from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, RunStatus
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
 
 
-class StateLocked(FirstlumeError):
+class StateLocked(Conflict):
     """The lock is held by someone else: 423, with the holder and Terraform's lock info."""
 
     code = "state_locked"
