@@ -88,3 +88,27 @@ class InvalidTransition(Conflict):
         )
         self.current = current
         self.target = target
+
+
+class InvalidSignature(FirstlumeError):
+    """A webhook without the organization's signature (or GitLab token), or with a wrong one."""
+
+    code = "invalid_signature"
+    http_status = 401
+
+
+class UnsupportedWebhook(FirstlumeError):
+    code = "unsupported_webhook"
+    http_status = 400
+
+
+class InvalidPayload(FirstlumeError):
+    """A signed webhook whose body is not a push payload Firstlume can read."""
+
+    code = "invalid_payload"
+    http_status = 422
+
+
+class PayloadTooLarge(FirstlumeError):
+    code = "payload_too_large"
+    http_status = 413
