@@ -17,9 +17,7 @@ class GitWebhookSecret(Base):
     """The organization's webhook secret, sealed (context "git-webhook:<org id>"); write-only."""
 
     __tablename__ = "git_webhook_secrets"
-    org_id: Mapped[str] = mapped_column(
-        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
-    )
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
     secret_sealed: Mapped[bytes] = mapped_column(LargeBinary)
     rotated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -28,6 +28,10 @@ log = logging.getLogger("firstlume.git")
 LEASE = "git-poll"
 
 
+def cache_of(ctx: Context) -> GitCache:
+    return GitCache(ctx.settings.data_dir / "git-cache")
+
+
 async def claim_poll(ctx: Context, interval: float, holder: str) -> bool:
     """Whether this replica polls now: it moved the lease forward by one interval."""
     now = utcnow()
@@ -44,7 +48,9 @@ async def claim_poll(ctx: Context, interval: float, holder: str) -> bool:
         async with ctx.unit() as unit:
             if await unit.session.get(GitPollLease, LEASE) is not None:
                 return False
-            unit.session.add(GitPollLease(name=LEASE, next_at=now + timedelta(seconds=interval), holder=holder))
+            unit.session.add(
+                GitPollLease(name=LEASE, next_at=now + timedelta(seconds=interval), holder=holder)
+            )
     except IntegrityError:  # another replica created it first
         return False
     return True
@@ -65,7 +71,9 @@ async def poll_once(ctx: Context, cache: GitCache) -> list[Outcome]:
     outcomes = []
     for (org_id, _), stacks in groups.items():
         # The first stack with credentials asks for the repository (all follow the same one).
-        asker = next((s for s in stacks if s.credentials.https_token or s.credentials.ssh_private_key), stacks[0])
+        asker = next(
+            (s for s in stacks if s.credentials.https_token or s.credentials.ssh_private_key), stacks[0]
+        )
         try:
             heads = await asyncio.to_thread(branch_heads, cache, org_id, asker.repository, asker.credentials)
         except RemoteError as error:
@@ -76,7 +84,9 @@ async def poll_once(ctx: Context, cache: GitCache) -> list[Outcome]:
             moved = [s for s in stacks if s.branch == branch and head is not None and s.seen != head]
             if head is None or not moved:
                 continue
-            sighting = Sighting(org_id=org_id, repository=asker.repository, branch=branch, head=head, source="poll")
+            sighting = Sighting(
+                org_id=org_id, repository=asker.repository, branch=branch, head=head, source="poll"
+            )
             outcomes.append(await handle(ctx, cache, sighting, moved))
     return outcomes
 
@@ -85,8 +95,32 @@ async def current_head(ctx: Context, cache: GitCache, stack: StackView) -> str |
     """The branch's head now, for the baseline when a stack's trigger is switched on; None when
     the server cannot be asked (the first head seen later becomes the baseline)."""
     try:
-        heads = await asyncio.to_thread(branch_heads, cache, stack.org_id, stack.repository, stack.credentials)
+        heads = await asyncio.to_thread(
+            branch_heads, cache, stack.org_id, stack.repository, stack.credentials
+        )
     except RemoteError as error:
         log.warning("no baseline for stack %s: %s", stack.slug, error)
         return None
     return heads.get(stack.branch)
+
+
+async def set_baseline(ctx: Context, stack_id: str) -> str | None:
+    """Records the branch's current head as a triggered stack's baseline, unless one is set."""
+    async with ctx.db.read() as session:
+        stack = await session.get(Stack, stack_id)
+        if stack is None or stack.trigger == StackTrigger.MANUAL or stack.git_seen_commit is not None:
+            return None
+        view = view_of(ctx, stack)
+    head = await current_head(ctx, cache_of(ctx), view)
+    if head is None:
+        return None
+    async with ctx.unit() as unit:
+        await unit.session.execute(
+            update(Stack)
+            .where(
+                Stack.id == stack_id, Stack.git_seen_commit.is_(None), Stack.trigger != StackTrigger.MANUAL
+            )
+            .values(git_seen_commit=head)
+            .execution_options(synchronize_session=False)
+        )
+    return head

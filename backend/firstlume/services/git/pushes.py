@@ -280,7 +280,9 @@ async def _claim_delivery(unit: Unit, sighting: Sighting) -> GitDelivery:
 async def delivery_seen(ctx: Context, org_id: str, delivery: str) -> bool:
     async with ctx.db.read() as session:
         found = await session.scalar(
-            select(GitDelivery.id).where(GitDelivery.org_id == org_id, GitDelivery.accepted_delivery == delivery)
+            select(GitDelivery.id).where(
+                GitDelivery.org_id == org_id, GitDelivery.accepted_delivery == delivery
+            )
         )
     return found is not None
 

@@ -103,9 +103,7 @@ def branch_heads(cache: GitCache, org_id: str, url: str, credentials: Credential
             raise _failure(url, error) from None
     prefix = "refs/heads/"
     return {
-        name[len(prefix) :]: str(head.oid)
-        for head in heads
-        if (name := head.name or "").startswith(prefix)
+        name[len(prefix) :]: str(head.oid) for head in heads if (name := head.name or "").startswith(prefix)
     }
 
 

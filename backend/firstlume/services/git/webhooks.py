@@ -108,7 +108,9 @@ def verify(hook: Hook, body: bytes, secret: str | None) -> None:
         Dialect.GITLAB: secret,
     }[hook.dialect]
     if not hmac.compare_digest(expected.encode(), sent.strip().encode("utf-8", "replace")):
-        raise InvalidSignature(f"The {_signature_header(hook.dialect)} header does not match the webhook secret.")
+        raise InvalidSignature(
+            f"The {_signature_header(hook.dialect)} header does not match the webhook secret."
+        )
 
 
 def _signature_header(dialect: Dialect) -> str:

@@ -18,7 +18,9 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("stacks") as batch:
-        batch.add_column(sa.Column("trigger", sa.String(10), server_default=sa.text("'manual'"), nullable=False))
+        batch.add_column(
+            sa.Column("trigger", sa.String(10), server_default=sa.text("'manual'"), nullable=False)
+        )
         batch.add_column(sa.Column("git_seen_commit", sa.String(64), nullable=True))
     op.create_table(
         "git_webhook_secrets",
@@ -35,7 +37,9 @@ def upgrade() -> None:
     )
     op.create_table(
         "git_deliveries",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False),
+        sa.Column(
+            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
+        ),
         sa.Column("org_id", sa.String(32), nullable=False),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("source", sa.String(30), nullable=False),
@@ -48,7 +52,10 @@ def upgrade() -> None:
         sa.Column("http_status", sa.Integer(), nullable=False),
         sa.Column("result", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(
-            ["org_id"], ["organizations.id"], name="fk_git_deliveries_org_id_organizations", ondelete="CASCADE"
+            ["org_id"],
+            ["organizations.id"],
+            name="fk_git_deliveries_org_id_organizations",
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name="pk_git_deliveries"),
         sa.UniqueConstraint("org_id", "accepted_delivery", name="uq_git_deliveries_org_id_accepted_delivery"),
