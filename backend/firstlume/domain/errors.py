@@ -109,6 +109,11 @@ class InvalidPayload(FirstlumeError):
     http_status = 422
 
 
+class WebhookNotJson(FirstlumeError):
+    code = "invalid_json"
+    http_status = 400
+
+
 class PayloadTooLarge(FirstlumeError):
     code = "payload_too_large"
     http_status = 413

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from firstlume.domain.errors import InvalidPayload, InvalidSignature, UnsupportedWebhook
+from firstlume.domain.errors import InvalidPayload, InvalidSignature, UnsupportedWebhook, WebhookNotJson
 from firstlume.domain.git import ZERO_SHA, Dialect
 
 SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
@@ -126,7 +126,7 @@ def parse_push(hook: Hook, body: bytes) -> Push:
     try:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InvalidPayload(f"The webhook body is not valid JSON: {error}.") from None
+        raise WebhookNotJson(f"The webhook body is not valid JSON: {error}.") from None
     if not isinstance(payload, dict):
         raise InvalidPayload("The webhook body must be a JSON object (the host's push payload).")
     ref = payload.get("ref")
