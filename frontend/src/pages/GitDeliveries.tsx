@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { useParams } from "react-router";
+import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
 import { shortSha } from "../format";
@@ -44,7 +44,7 @@ export function GitDeliveriesPage() {
           </button>
         </div>
       </div>
-      <Card title="Webhook">
+      <Card title="Webhook" className="webhook-card">
         <dl className="facts">
           <div>
             <dt>Payload URL (GitHub, Gitea, Forgejo, GitLab)</dt>
@@ -106,7 +106,7 @@ export function GitDeliveriesPage() {
                       {d.source}
                       {d.delivery && <div className="muted mono wrap-anywhere">{d.delivery}</div>}
                     </td>
-                    <td data-label="Repository" className="small mono wrap-anywhere">
+                    <td data-label="Repo" className="small mono wrap-anywhere">
                       {d.repository ?? "—"}
                     </td>
                     <td data-label="Ref" className="small mono wrap-anywhere">
@@ -120,9 +120,9 @@ export function GitDeliveriesPage() {
                       {d.runs.length > 0 && (
                         <div>
                           {d.runs.map((id) => (
-                            <a key={id} href={`/orgs/${org}/runs/${id}`} className="mono run-chip">
+                            <Link key={id} to={`/orgs/${org}/runs/${id}`} className="mono run-chip">
                               run {id.slice(0, 8)}
-                            </a>
+                            </Link>
                           ))}
                         </div>
                       )}
