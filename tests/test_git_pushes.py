@@ -225,3 +225,28 @@ async def test_file_urls_and_a_force_push_to_an_unrelated_history_are_followed(
     assert len(outcome.runs) == 1
     [run] = await runs_of(client, tenant, "root")
     assert run["trigger"]["commit"] == head
+
+
+async def test_a_delivery_id_is_claimed_once_even_by_concurrent_handlers(
+    ctx: Context, client: httpx.AsyncClient, tenant: Tenant, origin: tuple[Path, str]
+) -> None:
+    from firstlume.services.git.polling import triggered_stacks
+    from firstlume.services.git.pushes import Sighting, handle
+
+    work, url = origin
+    await triggered_stack(client, tenant, url)
+    head = commit_files(work, {"infra/main.tf": MAIN_TF + "# v2\n"}, "Change infra")
+    push(work, url, token=TOKEN)
+    [stack] = await triggered_stacks(ctx)
+    sighting = Sighting(
+        org_id=stack.org_id, repository=url, branch="main", head=head, source="webhook:github", delivery="d-1"
+    )
+
+    # Both got past the replay check: the delivery row's unique key decides.
+    outcomes = await asyncio.gather(
+        handle(ctx, cache_of(ctx), sighting, [stack]), handle(ctx, cache_of(ctx), sighting, [stack])
+    )
+
+    assert sorted(o.duplicate for o in outcomes) == [False, True]
+    [run] = await runs_of(client, tenant, "net")
+    assert [o.runs for o in outcomes if not o.duplicate] == [[run["id"]]]

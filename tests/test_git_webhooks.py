@@ -4,6 +4,7 @@ Each test runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -535,3 +536,19 @@ async def test_a_stack_without_a_secret_refuses_every_delivery(hooks: Hooks, ctx
     response = await hooks.send(body, signed("github", "guess", body, "x"))
     assert response.status_code == 401
     assert "no webhook secret" in response.json()["error"]["message"]
+
+
+async def test_the_same_delivery_sent_twice_at_once_starts_one_run(hooks: Hooks) -> None:
+    await hooks.setup()
+    before = _head(hooks.work)
+    head = commit_files(hooks.work, {"infra/main.tf": MAIN_TF + "# v2\n"}, "Change")
+    push(hooks.work, hooks.url, token=TOKEN)
+    body = json.dumps(github_payload(hooks.url, "refs/heads/main", before, head)).encode()
+    headers = signed("github", hooks.secret, body, "same-delivery")
+
+    first, second = await asyncio.gather(hooks.send(body, headers), hooks.send(body, headers))
+
+    answers = sorted([first.json(), second.json()], key=lambda a: "duplicate" in a)
+    [run] = await hooks.runs()
+    assert answers[0] == {"runs": [run["id"]], "ignored": []}
+    assert answers[1] == {"duplicate": True, "runs": []}
