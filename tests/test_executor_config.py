@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from firstlume.executor.config_file import ConfigError, StackConfig, load_config
+from firstlume.executor.config_file import ConfigError, StackConfig, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -60,7 +60,7 @@ def test_each_supported_engine_is_accepted(tmp_path: Path, engine: str) -> None:
 
 def test_unknown_key_is_named(tmp_path: Path) -> None:
     with pytest.raises(
-        ConfigError, match=r"unknown key 'backend'; expected only engine, variables, environment"
+        ConfigError, match=r"unknown key 'backend'; expected only engine, variables, environment, watch"
     ):
         load_config(write(tmp_path, "backend: s3\n"))
 
@@ -103,6 +103,15 @@ def test_invalid_yaml_names_the_line_of_the_problem(tmp_path: Path) -> None:
 
 def test_top_level_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
-        ConfigError, match=r"must be a mapping with the keys engine, variables, environment; got a list"
+        ConfigError,
+        match=r"must be a mapping with the keys engine, variables, environment, watch; got a list",
     ):
         load_config(write(tmp_path, "- engine\n"))
+
+
+def test_watch_is_a_list_of_globs() -> None:
+    assert parse_config('watch: ["modules/**", "shared/*.tf"]\n').watch == ["modules/**", "shared/*.tf"]
+    with pytest.raises(ConfigError, match=r"'watch' must be a list of path globs"):
+        parse_config("watch: modules/**\n")
+    with pytest.raises(ConfigError, match=r"'watch' must be a list of path globs"):
+        parse_config("watch: [1]\n")

@@ -319,7 +319,7 @@ REFUSALS = [
     ("POST", "/stacks", '{"slug": "ok", "repository": null}', "repository", "'repository' must be a string; got null."),
     ("POST", "/stacks", '{"slug": "ok", "repository": "  "}', "repository", "'repository' must not be empty."),
     ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "branch": "' + "b" * 300 + '"}', "branch", "'branch' must be at most 255 characters."),
-    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "colour": "red"}', "colour", "Unknown field 'colour'; a stack takes branch, folder, git_https_token, git_ssh_key, name, path, repository, slug."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "colour": "red"}', "colour", "Unknown field 'colour'; a stack takes branch, folder, git_https_token, git_ssh_key, name, path, repository, slug, trigger."),
     ("POST", "/folders", "{}", "path", "'path' is required: a folder path such as \"prod/eu\"."),
     ("PATCH", "/settings", '{"require_approval": "yes"}', "require_approval", "'require_approval' must be true, false or null; got a string."),
     ("PATCH", "/settings", '{"approver": ["x"]}', "approver", "Unknown setting 'approver'; the settings are approvers, confirm_destructive, drift_schedule, forbid_self_approval, require_approval."),

@@ -13,15 +13,17 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest import executor_routes, git_routes, org_routes, run_routes, state_routes
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
 from firstlume.launchers.base import Launcher
 from firstlume.pubsub import PubSub
+from firstlume.scheduler.git_poll import GitPoller
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
+from firstlume.services.git.remote import GitCache
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
@@ -59,9 +61,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.scheduler_enabled:
             scheduler = Scheduler(ctx, build_launcher(settings))
             await scheduler.start()
+        poller = None
+        if settings.scheduler_enabled and settings.git_poll_interval > 0:
+            poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
+            await poller.start()
         try:
             yield
         finally:
+            if poller is not None:
+                await poller.stop()
             if scheduler is not None:
                 await scheduler.stop()
             await relay.stop()
@@ -75,6 +83,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *run_routes.routes,
         *executor_routes.routes,
         *state_routes.routes,
+        *git_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()

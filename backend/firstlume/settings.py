@@ -433,6 +433,11 @@ class Settings(_EnvSettings):
         description="seconds between scheduler passes (it also wakes on events)",
         json_schema_extra=doc(helm="controlPlane.schedulerInterval"),
     )
+    git_poll_interval: float = Field(
+        default=60.0,
+        ge=0,
+        description="seconds between polls of the triggered stacks' branch heads; `0` turns polling off",
+    )
     executor_heartbeat_interval: float = Field(
         default=10.0, gt=0, description="seconds between an executor's heartbeats"
     )

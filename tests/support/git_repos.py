@@ -65,3 +65,26 @@ def commit_files(
     parents = [] if repo.head_is_unborn else [repo.head.target]
     oid = repo.create_commit("HEAD", signature, signature, message, tree, parents)
     return str(oid)
+
+
+def push(
+    path: Path, url: str, *, branch: str = "main", token: str | None = None, force: bool = False
+) -> None:
+    """Pushes `branch` of the repository at `path` to `url` with pygit2 (smart HTTP or file://)."""
+    repo = pygit2.Repository(str(path))
+    name = "firstlume-test-origin"
+    if name in repo.remotes.names():
+        repo.remotes.set_url(name, url)
+    else:
+        repo.remotes.create(name, url)
+    callbacks = None
+    if token is not None:
+        callbacks = pygit2.RemoteCallbacks(credentials=pygit2.UserPass("x-access-token", token))
+    spec = f"{'+' if force else ''}refs/heads/{branch}:refs/heads/{branch}"
+    repo.remotes[name].push([spec], callbacks=callbacks)
+
+
+def make_bare(path: Path) -> str:
+    """An empty bare repository (a server's side) at `path`; returns its file:// URL."""
+    pygit2.init_repository(str(path), bare=True, initial_head="main")
+    return path.resolve().as_uri()

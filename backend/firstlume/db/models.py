@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from firstlume.db.types import EnumText, UTCDateTime, utcnow
+from firstlume.domain.git import StackTrigger
 from firstlume.domain.runs import (
     HOLDS_LOCK,
     Phase,
@@ -134,6 +135,12 @@ class Stack(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # What a new commit on the branch starts (domain/git.py), and the last head seen: only
+    # commits after it start runs; moving it is a compare-and-set, so replicas start one run.
+    trigger: Mapped[StackTrigger] = mapped_column(
+        EnumText(StackTrigger, 10), default=StackTrigger.MANUAL, server_default=StackTrigger.MANUAL.value
+    )
+    git_seen_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Arrival counter: each new run takes the next number under the stack's row lock.
     run_counter: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -409,3 +416,6 @@ class StateVersion(Base):
         ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
     )
     run_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
+
+
+import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables join this metadata)

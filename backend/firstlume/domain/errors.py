@@ -88,3 +88,36 @@ class InvalidTransition(Conflict):
         )
         self.current = current
         self.target = target
+
+
+# The Git webhook's refusals. They reach people over REST only (a host posts the webhook); as
+# InvalidRequest kinds they would still have a typed GraphQL result, with their own code.
+
+
+class InvalidSignature(InvalidRequest):
+    """A webhook without the organization's signature (or GitLab token), or with a wrong one."""
+
+    code = "invalid_signature"
+    http_status = 401
+
+
+class UnsupportedWebhook(InvalidRequest):
+    code = "unsupported_webhook"
+    http_status = 400
+
+
+class InvalidPayload(InvalidRequest):
+    """A signed webhook whose body is not a push payload Firstlume can read."""
+
+    code = "invalid_payload"
+    http_status = 422
+
+
+class WebhookNotJson(InvalidRequest):
+    code = "invalid_json"
+    http_status = 400
+
+
+class PayloadTooLarge(InvalidRequest):
+    code = "payload_too_large"
+    http_status = 413

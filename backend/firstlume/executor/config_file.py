@@ -1,4 +1,5 @@
-"""`config.yaml` at the stack's path: engine, Terraform variables and extra environment."""
+"""`config.yaml` at the stack's path: engine, Terraform variables, extra environment, and the
+globs of other paths whose changes also start the stack's push runs (`watch:`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 CONFIG_FILE_NAME = "config.yaml"
 ENGINES = ("terraform", "tofu", "terragrunt")
 DEFAULT_ENGINE = "terraform"
-KEYS = ("engine", "variables", "environment")
+KEYS = ("engine", "variables", "environment", "watch")
 
 
 class ConfigError(Exception):
@@ -25,6 +26,8 @@ class StackConfig:
     engine: str = DEFAULT_ENGINE
     variables: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
+    # Globs relative to the repository's root, e.g. "modules/**" (read by the control plane).
+    watch: list[str] = field(default_factory=list)
     text: str | None = None  # the file as it is in the commit; None when there is none
 
 
@@ -60,6 +63,7 @@ def parse_config(text: str) -> StackConfig:
         engine=_engine(document.get("engine")),
         variables=_variables(document.get("variables")),
         environment=_environment(document.get("environment")),
+        watch=_watch(document.get("watch")),
         text=text,
     )
 
@@ -135,6 +139,17 @@ def _environment(value: Any) -> dict[str, str]:
             )
         environment[name] = item
     return environment
+
+
+def _watch(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ConfigError(
+            f"{CONFIG_FILE_NAME}: 'watch' must be a list of path globs such as [\"modules/**\"]; "
+            f"got {_kind(value)}"
+        )
+    return list(value)
 
 
 def _kind(value: Any) -> str:

@@ -211,8 +211,13 @@ class PhaseRunner:
         stack = spec.stack
         async with self._step("checkout"):
             branch = stack.branch or "main"
-            self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
-            commit = await self._checkout(spec, branch=branch)
+            if spec.commit_sha:
+                # A push run plans the commit that was pushed, not whatever the tip is now.
+                self._log(f"Cloning {display_url(stack.repository)} at commit {spec.commit_sha}")
+                commit = await self._checkout(spec, sha=spec.commit_sha)
+            else:
+                self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
+                commit = await self._checkout(spec, branch=branch)
             self.reports.send(
                 partial(self.client.report_commit, commit.sha, commit.author, commit.message, commit.url)
             )

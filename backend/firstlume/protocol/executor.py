@@ -128,7 +128,7 @@ class PhaseSpec(Answer):
     stack: StackSource = Field(description="where the code is")
     git_auth: GitCredentials = Field(default_factory=GitCredentials, description="clone credentials")
     commit_sha: str | None = Field(
-        description="null for a plan (tip of the branch), the plan's commit for an apply"
+        description="the plan's commit for an apply, the pushed commit for a push run's plan, else null (the tip of the branch)"
     )
     variables: list[Variable] = Field(default_factory=list, description="effective variables, nearest wins")
     log_offset: StrictInt = Field(default=0, ge=0, description="where this phase's log continues")

@@ -8,7 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack
 from firstlume.domain.errors import AlreadyExists, NotFound
-from firstlume.services.commands import CreateFolder, CreateStack
+from firstlume.domain.git import StackTrigger
+from firstlume.services.commands import CreateFolder, CreateStack, UpdateStack
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -88,6 +89,7 @@ async def create_stack(
         repository=command.repository,
         branch=command.branch or "main",
         path=command.path or ".",
+        trigger=command.trigger or StackTrigger.MANUAL,
     )
     session.add(stack)
     await session.flush()
@@ -98,3 +100,19 @@ async def create_stack(
         stack.git_ssh_key_sealed = keyring.encrypt_text(command.git_ssh_key, git_context)
     await session.flush()
     return stack
+
+
+async def update_stack(session: AsyncSession, stack: Stack, command: UpdateStack) -> bool:
+    """Changes the fields given. Returns whether the stack now needs a new baseline head: its
+    trigger was switched on, or a triggered stack follows another repository or branch (only
+    commits after the baseline start runs)."""
+    was_on = stack.trigger != StackTrigger.MANUAL
+    followed = (stack.repository, stack.branch)
+    for name in command.model_fields_set:
+        setattr(stack, name, getattr(command, name))
+    is_on = stack.trigger != StackTrigger.MANUAL
+    rebase = is_on and (not was_on or (stack.repository, stack.branch) != followed)
+    if rebase or not is_on:
+        stack.git_seen_commit = None
+    await session.flush()
+    return rebase

@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from firstlume.domain.git import StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
 from firstlume.domain.runs import RunType
 
@@ -185,6 +186,32 @@ class CreateStack(Command):
     # Write-only credentials, stored sealed.
     git_https_token: Annotated[NonBlank, Field(max_length=2000)] | None = None
     git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
+    # What a new commit on the branch starts: manual (nothing), plan or apply.
+    trigger: Annotated[StackTrigger, LAX] | None = None
+
+
+class UpdateStack(Command):
+    """Only the fields given change."""
+
+    noun = "a stack update"
+    name: Annotated[NonBlank, Field(max_length=200)] | None = None
+    repository: Annotated[NonBlank, Field(max_length=2000)] | None = None
+    branch: Annotated[NonBlank, Field(max_length=255)] | None = None
+    path: RelativePath | None = None
+    trigger: Annotated[StackTrigger, LAX] | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Self:
+        if not self.model_fields_set:
+            raise refuse("Send at least one of name, repository, branch, path, trigger.")
+        for name in self.model_fields_set:
+            if getattr(self, name) is None:
+                raise refuse(f"'{name}' cannot be null; leave it out to keep the current value.")
+        return self
+
+
+class RotateWebhookSecret(Command):
+    noun = "rotating the webhook secret"
 
 
 class CreateFolder(Command):

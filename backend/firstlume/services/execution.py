@@ -118,7 +118,8 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
-        commit_sha = None
+        # A push run plans its pushed commit; any other plan takes the tip of the branch.
+        commit_sha = run.trigger_commit
     else:
         variables = _stored_variables(ctx, run, await _artifact(session, run))
         commit_sha = run.commit_sha

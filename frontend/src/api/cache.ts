@@ -78,6 +78,9 @@ export const cacheExchange = graphcache({
       createStack(_result, args, cache) {
         invalidateTree(cache, args.org);
       },
+      rotateWebhookSecret(_result, args, cache) {
+        invalidateField(cache, cache.keyOfEntity(organization(args.org)), "webhookSecretSetAt");
+      },
       updateSettings(_result, args, cache) {
         invalidateLevels(cache, args.org);
       },

@@ -74,6 +74,7 @@ function TopBar({ org }: { org: string | null }) {
       {org && (
         <nav className="top-nav" aria-label="Main">
           <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+          <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
         </nav>
       )}
@@ -132,6 +133,7 @@ function AccountMenu({ org }: { org: string | null }) {
             {org && (
               <nav aria-label="Main (menu)">
                 <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+                <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
               </nav>
             )}

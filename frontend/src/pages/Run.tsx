@@ -168,6 +168,26 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
         <span>
           Started by <strong>{run.createdBy ?? "someone"}</strong> <TimeAgo iso={run.createdAt} />
         </span>
+        {run.trigger.kind === "PUSH" && (
+          <span data-testid="run-trigger">
+            by a push
+            {run.trigger.commit && (
+              <>
+                {" "}
+                of <span className="mono">{shortSha(run.trigger.commit)}</span>
+              </>
+            )}
+            {run.trigger.delivery ? (
+              <>
+                {" "}
+                (delivery <span className="mono">{run.trigger.delivery}</span>)
+              </>
+            ) : (
+              " (found by polling)"
+            )}
+          </span>
+        )}
+        {run.trigger.kind === "SCHEDULE" && <span data-testid="run-trigger">by the drift schedule</span>}
         {run.finishedAt && <span title={dateTime(run.finishedAt)}>finished <TimeAgo iso={run.finishedAt} /></span>}
         {run.summary && (
           <span>

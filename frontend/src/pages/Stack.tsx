@@ -4,7 +4,14 @@ import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { duration, shortSha } from "../format";
-import { StackPageDocument, StartRunDocument, type RunListItemFragment, type RunType } from "../graphql/generated";
+import {
+  StackPageDocument,
+  StartRunDocument,
+  UpdateStackTriggerDocument,
+  type RunListItemFragment,
+  type RunType,
+  type StackTrigger,
+} from "../graphql/generated";
 
 const PAGE = 25;
 
@@ -107,6 +114,14 @@ export function StackPage() {
           <dt>Slug</dt>
           <dd className="mono">{stack.slug}</dd>
         </div>
+        <div>
+          <dt>
+            <label htmlFor="stack-trigger">On a push</label>
+          </dt>
+          <dd>
+            <TriggerPicker org={org} slug={slug} trigger={stack.trigger} />
+          </dd>
+        </div>
       </dl>
       {confirmDestroy && (
         <div className="alert alert-danger confirm">
@@ -148,6 +163,43 @@ export function StackPage() {
         )}
       </Card>
     </div>
+  );
+}
+
+const TRIGGERS: { value: StackTrigger; label: string }[] = [
+  { value: "MANUAL", label: "Nothing (manual runs only)" },
+  { value: "PLAN", label: "Plan" },
+  { value: "APPLY", label: "Apply (after approval if required)" },
+];
+
+/** What a new commit on the branch that touches the stack starts; saved as soon as it is picked. */
+function TriggerPicker({ org, slug, trigger }: { org: string; slug: string; trigger: StackTrigger }) {
+  const mutate = useMutate();
+  const action = useAction();
+  async function pick(value: StackTrigger) {
+    await action.run(async () => {
+      const { updateStack } = await mutate(UpdateStackTriggerDocument, { org, stack: slug, trigger: value });
+      if (updateStack.__typename !== "Stack") return updateStack.message;
+    });
+  }
+  return (
+    <>
+      <select
+        id="stack-trigger"
+        data-testid="stack-trigger"
+        value={trigger}
+        disabled={action.busy}
+        onChange={(e) => void pick(e.target.value as StackTrigger)}
+        title="Commits that touch the stack's path or its config.yaml watch globs start this run"
+      >
+        {TRIGGERS.map((t) => (
+          <option key={t.value} value={t.value}>
+            {t.label}
+          </option>
+        ))}
+      </select>
+      <ErrorBox error={action.error} title="The trigger was not changed." />
+    </>
   );
 }
 

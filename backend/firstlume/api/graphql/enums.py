@@ -7,6 +7,7 @@ from enum import Enum
 
 import strawberry
 
+from firstlume.domain.git import StackTrigger
 from firstlume.domain.inheritance import VariableKind
 from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
 
@@ -15,6 +16,9 @@ strawberry.enum(RunStatus, description="Where a run is in its lifecycle (see the
 strawberry.enum(StepStatus, description="A step's status.")
 strawberry.enum(ResourceState, description="A planned change's state during and after the apply.")
 strawberry.enum(VariableKind)
+strawberry.enum(
+    StackTrigger, description="What a new commit on a stack's branch that touches the stack starts."
+)
 strawberry.enum(
     TriggerKind, description="What started a run: a person, a push to the branch, or the drift schedule."
 )
@@ -36,4 +40,12 @@ class GitAuth(Enum):
     SSH_KEY = "ssh_key"
 
 
-__all__ = ["ResourceState", "RunStatus", "RunType", "StepStatus", "TriggerKind", "VariableKind"]
+__all__ = [
+    "ResourceState",
+    "RunStatus",
+    "RunType",
+    "StackTrigger",
+    "StepStatus",
+    "TriggerKind",
+    "VariableKind",
+]

@@ -27,6 +27,7 @@ from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, 
 from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.git import StackTrigger
 from firstlume.domain.runs import RunType
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts, catalog, inherited, runs
@@ -41,6 +42,7 @@ from firstlume.services.commands import (
     StartRun,
 )
 from firstlume.services.context import Actor, Unit
+from firstlume.services.git.polling import set_baseline
 from firstlume.services.inherited import Scope
 from firstlume.services.reads import Organization
 from firstlume.services.state import locks
@@ -116,6 +118,9 @@ class CreateStackInput:
     path: str | None = None
     git_https_token: str | None = strawberry.field(default=None, description="Write-only.")
     git_ssh_key: str | None = strawberry.field(default=None, description="Write-only.")
+    trigger: StackTrigger | None = strawberry.field(
+        default=None, description="What a new commit on the branch starts; manual (nothing) by default."
+    )
 
 
 @strawberry.input(
@@ -223,6 +228,9 @@ class Mutation:
             async with org_unit(info, org) as (unit, _, org_row):
                 new_stack = command(CreateStack, vars(input))
                 stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, new_stack)
+            if stack.trigger != StackTrigger.MANUAL:
+                # Only commits after the branch's head now start runs.
+                stack.git_seen_commit = await set_baseline(info.context.app, stack.id)
             return Stack(row=stack, loaders=fresh(info))
 
         return await typed(STACK_ERRORS, work)

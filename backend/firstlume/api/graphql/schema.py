@@ -7,9 +7,11 @@ from graphql import ASTValidationRule, GraphQLError
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
+from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
+from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
@@ -61,7 +63,7 @@ class FirstlumeSchema(strawberry.Schema):
 
 schema = FirstlumeSchema(
     query=Query,
-    mutation=Mutation,
+    mutation=merge_types("Mutation", (Mutation, GitMutation)),
     subscription=Subscription,
     # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
     # comes after the validation cache, whose result it replaces when it refuses.

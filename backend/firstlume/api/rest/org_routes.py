@@ -12,9 +12,11 @@ from starlette.routing import Route
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json
 from firstlume.api.validation import command
+from firstlume.domain.git import StackTrigger
 from firstlume.services import accounts, catalog, inherited
 from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings, PutVariable
 from firstlume.services.context import Actor, Unit
+from firstlume.services.git.polling import set_baseline
 from firstlume.services.inherited import Scope
 from firstlume.services.reads import Organization, Session
 from firstlume.services.reads import catalog as catalog_reads
@@ -76,6 +78,9 @@ async def create_stack(request: Request) -> Response:
     async with org_request(request) as (unit, _, org):
         stack = await catalog.create_stack(unit.session, ctx.keyring, org, command(CreateStack, body))
         paths = await catalog_reads.folder_paths(unit.session, [stack])
+    if stack.trigger != StackTrigger.MANUAL:
+        # Only commits after the branch's head now start runs.
+        stack.git_seen_commit = await set_baseline(ctx, stack.id)
     return JSONResponse(stacks_json([stack], paths)[0], status_code=201)
 
 

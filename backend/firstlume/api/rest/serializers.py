@@ -28,6 +28,7 @@ def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
         "repository": stack.repository,
         "branch": stack.branch,
         "path": stack.path,
+        "trigger": stack.trigger,
         "git_auth": "https_token"
         if stack.git_https_token_sealed
         else "ssh_key"

@@ -8,8 +8,9 @@ from datetime import datetime
 import strawberry
 from strawberry import Private
 
-from firstlume.api.graphql.enums import GitAuth
+from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.runs import Run
@@ -24,6 +25,7 @@ from firstlume.services.reads import Folder as FolderRecord
 from firstlume.services.reads import Organization as OrganizationRecord
 from firstlume.services.reads import Stack as StackRecord
 from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads.runs import RunFilter, RunPageKey
 
@@ -84,6 +86,23 @@ class Organization:
             return None
         self.loaders.seen([row])
         return Folder(row=row, loaders=self.loaders)
+
+    @strawberry.field(
+        description="The newest webhook deliveries and polls that found a new head, newest first "
+        f"(at most {git_reads.MAX_DELIVERIES})."
+    )
+    async def git_deliveries(self, first: int = git_reads.MAX_DELIVERIES) -> list[GitDelivery]:
+        check_first(first, git_reads.MAX_DELIVERIES)
+        async with self.loaders.reads.session() as session:
+            rows = await git_reads.deliveries(session, self.row.id, first)
+        return [GitDelivery.of(row) for row in rows]
+
+    @strawberry.field(
+        description="When the webhook secret was last set; null without one. The secret is write-only."
+    )
+    async def webhook_secret_set_at(self) -> datetime | None:
+        async with self.loaders.reads.session() as session:
+            return await git_reads.secret_rotated_at(session, self.row.id)
 
     @strawberry.field(description="Every stack, by slug.")
     async def stacks(self) -> list[Stack]:
@@ -195,10 +214,14 @@ class Stack:
     branch: str = filled()
     path: str = filled("The directory of the stack's code in the repository.")
     git_auth: GitAuth | None = filled()
+    trigger: StackTrigger = filled(
+        "What a new commit on the branch that touches the stack (its path or config.yaml's watch globs) starts."
+    )
     created_at: datetime = filled()
 
     def __post_init__(self) -> None:
         row = self.row
+        self.trigger = StackTrigger(row.trigger)
         self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
         self.git_auth = (

@@ -1,0 +1,83 @@
+"""Mutations of Git-driven runs: a stack's fields and trigger, and the webhook secret. Merged
+into the Mutation root (schema.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import strawberry
+
+from firstlume.api.graphql.errors import InvalidInputError, NotFoundError, typed
+from firstlume.api.graphql.mutations import Ctx, fresh, org_unit
+from firstlume.api.graphql.types import Stack
+from firstlume.api.validation import command
+from firstlume.domain.git import StackTrigger
+from firstlume.services import catalog
+from firstlume.services.commands import RotateWebhookSecret, UpdateStack
+from firstlume.services.git import deliveries as webhook
+from firstlume.services.git.polling import set_baseline
+from firstlume.services.reads import catalog as catalog_reads
+
+
+@strawberry.type(description="The organization's new webhook secret: shown this once, never again.")
+class WebhookSecret:
+    secret: str
+
+
+UpdateStackResult = Annotated[
+    Stack | NotFoundError | InvalidInputError, strawberry.union("UpdateStackResult")
+]
+RotateWebhookSecretResult = Annotated[
+    WebhookSecret | NotFoundError, strawberry.union("RotateWebhookSecretResult")
+]
+
+
+@strawberry.input(description="Only the fields given change.")
+class UpdateStackInput:
+    name: str | None = strawberry.UNSET
+    repository: str | None = strawberry.UNSET
+    branch: str | None = strawberry.UNSET
+    path: str | None = strawberry.UNSET
+    trigger: StackTrigger | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="What a new commit on the branch that touches the stack starts: nothing (manual), a plan or an apply.",
+    )
+
+
+@strawberry.type
+class GitMutation:
+    @strawberry.mutation(description="Changes a stack's name, repository, branch, path or trigger.")
+    async def update_stack(
+        self, info: Ctx, org: str, stack: str, input: UpdateStackInput
+    ) -> UpdateStackResult:
+        given = {name: value for name, value in vars(input).items() if value is not strawberry.UNSET}
+
+        async def work() -> Stack:
+            async with org_unit(info, org) as (unit, _, org_row):
+                row = await catalog.stack_by_slug(unit.session, org_row, stack)
+                rebase = await catalog.update_stack(unit.session, row, command(UpdateStack, given))
+                stack_id = row.id
+            if rebase:
+                await set_baseline(info.context.app, stack_id)
+            loaders = fresh(info)
+            async with loaders.reads.session() as session:
+                updated = await catalog_reads.stack_by_slug(session, org_row.id, stack)
+            assert updated is not None
+            return Stack(row=updated, loaders=loaders)
+
+        return await typed((NotFoundError, InvalidInputError), work)  # type: ignore[no-any-return]
+
+    @strawberry.mutation(
+        description="Creates or replaces the organization's webhook secret (admin) and returns it this once."
+    )
+    async def rotate_webhook_secret(self, info: Ctx, org: str) -> RotateWebhookSecretResult:
+        async def work() -> WebhookSecret:
+            command(RotateWebhookSecret, {})
+            async with org_unit(info, org) as (unit, _, org_row):
+                secret = await webhook.rotate_secret(unit, info.context.app.keyring, org_row)
+            return WebhookSecret(secret=secret)
+
+        return await typed((NotFoundError,), work)  # type: ignore[no-any-return]
+
+
+__all__ = ["GitMutation", "StackTrigger"]

@@ -1,0 +1,59 @@
+"""Git-driven runs: the organization's webhook secret, the delivery log, and the lease that
+lets one replica poll per interval. The stack's trigger and last seen head are on `stacks`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, LargeBinary, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from firstlume.db.models import Base
+from firstlume.db.types import UTCDateTime, utcnow
+
+
+class GitWebhookSecret(Base):
+    """The organization's webhook secret, sealed (context "git-webhook:<org id>"); write-only."""
+
+    __tablename__ = "git_webhook_secrets"
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True)
+    secret_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    rotated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class GitDelivery(Base):
+    """A webhook delivery (accepted, ignored or refused) or a poll that found a new head."""
+
+    __tablename__ = "git_deliveries"
+    __table_args__ = (
+        # A host's delivery id is taken once per organization, by the accepted delivery only, so
+        # a replay (even a concurrent one) starts nothing. Refused and poll rows leave it null.
+        UniqueConstraint("org_id", "accepted_delivery"),
+        Index("ix_git_deliveries_org_id", "org_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # "webhook:github" | "webhook:gitea" | "webhook:gitlab" | "webhook" (no dialect) | "poll"
+    source: Mapped[str] = mapped_column(String(30))
+    delivery: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    accepted_delivery: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    event: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    repository: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    ref: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    head: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    http_status: Mapped[int] = mapped_column(Integer, default=200)
+    # {"runs": [ids], "ignored": [{"stack", "reason"}]}, or {"refused": code, "message"}.
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class GitPollLease(Base):
+    """One row per poll loop: the replica that moves `next_at` forward polls this interval."""
+
+    __tablename__ = "git_poll_lease"
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    holder: Mapped[str | None] = mapped_column(String(100), nullable=True)

@@ -1,0 +1,1 @@
+"""Git-driven runs: webhooks and polling find new commits; pushes.py decides what they start."""

@@ -1,0 +1,127 @@
+"""The organization's webhook URL: identify the host, check the signature, read the push, and
+hand it to pushes.handle; every delivery lands in the delivery log, refused ones included (and
+for those, nothing else is stored)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from firstlume.crypto import KeyRing
+from firstlume.db.models import Organization, Stack
+from firstlume.db.models_git import GitDelivery, GitWebhookSecret
+from firstlume.db.types import utcnow
+from firstlume.domain.errors import FirstlumeError, NotFound
+from firstlume.services.context import Context, Unit
+from firstlume.services.git.polling import cache_of
+from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, view_of
+from firstlume.services.git.webhooks import Hook, Push, identify, parse_push, verify
+
+SECRET_BYTES = 32
+
+
+def _secret_context(org_id: str) -> str:
+    return f"git-webhook:{org_id}"
+
+
+async def rotate_secret(unit: Unit, keyring: KeyRing, org: Organization) -> str:
+    """Creates or replaces the organization's webhook secret; the only time it is shown."""
+    secret = secrets.token_urlsafe(SECRET_BYTES)
+    sealed = keyring.encrypt_text(secret, _secret_context(org.id))
+    row = await unit.session.get(GitWebhookSecret, org.id)
+    if row is None:
+        unit.session.add(GitWebhookSecret(org_id=org.id, secret_sealed=sealed, rotated_at=utcnow()))
+    else:
+        row.secret_sealed = sealed
+        row.rotated_at = utcnow()
+    await unit.session.flush()
+    return secret
+
+
+async def _org_and_secret(ctx: Context, slug: str) -> tuple[Organization, str | None]:
+    async with ctx.db.read() as session:
+        org = await session.scalar(select(Organization).where(Organization.slug == slug))
+        if org is None:
+            raise NotFound(f"No organization '{slug}'.")
+        row = await session.get(GitWebhookSecret, org.id)
+    secret = ctx.keyring.decrypt_text(row.secret_sealed, _secret_context(org.id)) if row else None
+    return org, secret
+
+
+async def _log(
+    ctx: Context,
+    org: Organization,
+    hook: Hook,
+    http_status: int,
+    result: dict[str, Any],
+    push: Push | None = None,
+) -> None:
+    async with ctx.unit() as unit:
+        unit.session.add(
+            GitDelivery(
+                org_id=org.id,
+                source=hook.source,
+                delivery=hook.delivery,
+                event=hook.event[:100],
+                repository=push.repository if push else None,
+                ref=push.ref if push else None,
+                head=push.after if push else None,
+                http_status=http_status,
+                result=result,
+            )
+        )
+
+
+async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """Answers one webhook delivery (the response body); raises the refusals."""
+    org, secret = await _org_and_secret(ctx, org_slug)
+    hook = identify(headers)
+    try:
+        verify(hook, body, secret)
+    except FirstlumeError as refusal:
+        await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
+        raise
+    if not hook.is_push:
+        await _log(ctx, org, hook, 200, {"ignored": "event"})
+        return {"ignored": "event"}
+    if hook.delivery is not None and await delivery_seen(ctx, org.id, hook.delivery):
+        return {"duplicate": True, "runs": []}
+    try:
+        push = parse_push(hook, body)
+    except FirstlumeError as refusal:
+        await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
+        raise
+    branch = push.branch
+    if branch is None or push.deletes_branch:
+        reason = "not a branch" if branch is None else "the branch was deleted"
+        answer: dict[str, Any] = {"runs": [], "ignored": [], "reason": reason}
+        await _log(ctx, org, hook, 200, answer, push)
+        return answer
+    async with ctx.db.read() as session:
+        stacks = [
+            view_of(ctx, stack)
+            for stack in await session.scalars(
+                select(Stack).where(Stack.org_id == org.id).order_by(Stack.slug)
+            )
+            if follows(stack, push.repository_urls, branch)
+        ]
+    sighting = Sighting(
+        org_id=org.id,
+        repository=push.repository,
+        branch=branch,
+        head=push.after,
+        source=hook.source,
+        delivery=hook.delivery,
+        event=hook.event[:100],
+        before=push.before,
+    )
+    outcome = await handle(ctx, cache_of(ctx), sighting, stacks)
+    if outcome.duplicate:
+        return {"duplicate": True, "runs": []}
+    answer = outcome.result()
+    if not stacks:
+        answer["reason"] = f"no stack follows branch '{branch}' of this repository"
+    return answer
