@@ -22,6 +22,7 @@ from firstlume.launchers.base import Launcher
 from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
+from firstlume.services.drift.loop import DriftScheduler
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
@@ -56,12 +57,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         app.state.ctx = ctx
         await relay.start()
         scheduler = None
+        drift = None
         if settings.scheduler_enabled:
             scheduler = Scheduler(ctx, build_launcher(settings))
             await scheduler.start()
+            # Every replica with a scheduler runs it: the database makes each slot's run one.
+            drift = DriftScheduler(ctx)
+            await drift.start()
         try:
             yield
         finally:
+            if drift is not None:
+                await drift.stop()
             if scheduler is not None:
                 await scheduler.stop()
             await relay.stop()

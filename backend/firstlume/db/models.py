@@ -409,3 +409,7 @@ class StateVersion(Base):
         ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
     )
     run_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
+
+
+# Tables of drift schedules and notifications (a module of their own, the same metadata).
+from firstlume.db import models_drift as _models_drift  # noqa: E402, F401
