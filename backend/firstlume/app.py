@@ -13,7 +13,14 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest import (
+    drift_routes,
+    executor_routes,
+    notification_routes,
+    org_routes,
+    run_routes,
+    state_routes,
+)
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
@@ -23,6 +30,7 @@ from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
 from firstlume.services.drift.loop import DriftScheduler
+from firstlume.services.notifications.sender import NotificationSender
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
@@ -56,6 +64,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
         app.state.ctx = ctx
         await relay.start()
+        # Every replica sends notifications: each delivery is claimed by one sender at a time.
+        ctx.notifier = NotificationSender(ctx)
+        await ctx.notifier.start()
         scheduler = None
         drift = None
         if settings.scheduler_enabled:
@@ -71,6 +82,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await drift.stop()
             if scheduler is not None:
                 await scheduler.stop()
+            await ctx.notifier.stop()
             await relay.stop()
             await pubsub.disconnect()
             await relay_db.dispose()
@@ -82,6 +94,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *run_routes.routes,
         *executor_routes.routes,
         *state_routes.routes,
+        *drift_routes.routes,
+        *notification_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()

@@ -448,7 +448,7 @@ class Settings(_EnvSettings):
     notification_lease: float = Field(
         default=60.0,
         gt=0,
-        description="seconds a replica holds a notification it sends before another may resend it",
+        description="seconds a replica keeps its claim on a notification being sent before another may send it again",
     )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,

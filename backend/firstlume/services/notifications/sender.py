@@ -230,5 +230,18 @@ class NotificationSender:
             )
 
 
+async def send_test_delivery(ctx: Context, delivery_id: str) -> None:
+    """Posts a test message now, through this process's sender (or a short-lived one: the CLI,
+    tests without one)."""
+    if ctx.notifier is not None:
+        await ctx.notifier.attempt_now(delivery_id)
+        return
+    sender = NotificationSender(ctx)
+    try:
+        await sender.attempt_now(delivery_id)
+    finally:
+        await sender.stop()
+
+
 def _lease_free(now: datetime):  # type: ignore[no-untyped-def]
     return or_(NotificationDelivery.leased_until.is_(None), NotificationDelivery.leased_until < now)

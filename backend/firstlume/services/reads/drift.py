@@ -17,15 +17,10 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import ResourceChange, Run, Stack
+from firstlume.domain.drift import DRIFT_OUTCOMES, DriftStatus
 from firstlume.domain.runs import RunStatus, RunType
 
-# The outcome of a finished drift run, as the overview names it.
-OUTCOMES: dict[RunStatus, str] = {
-    RunStatus.NO_CHANGES: "in_sync",
-    RunStatus.DRIFTED: "drifted",
-    RunStatus.FAILED: "error",
-}
-UNKNOWN = "unknown"
+OUTCOMES = DRIFT_OUTCOMES
 OUTCOME_VALUES = sorted(s.value for s in OUTCOMES)
 # The addresses a drift line names at most (a count says how many there are in all).
 MAX_ADDRESSES = 200
@@ -40,7 +35,7 @@ class DriftedResource:
 @dataclass(frozen=True)
 class StackDrift:
     stack: Stack
-    status: str
+    status: DriftStatus
     since: datetime | None
     last_run: Run | None
     drifted: list[DriftedResource]
@@ -49,12 +44,14 @@ class StackDrift:
 @dataclass(frozen=True)
 class DriftRun:
     run: Run
-    status: str
+    status: DriftStatus
     drifted: list[DriftedResource]
 
 
-def outcome(run: Run | None) -> str:
-    return OUTCOMES.get(RunStatus(run.status), UNKNOWN) if run is not None else UNKNOWN
+def outcome(run: Run | None) -> DriftStatus:
+    return (
+        OUTCOMES.get(RunStatus(run.status), DriftStatus.UNKNOWN) if run is not None else DriftStatus.UNKNOWN
+    )
 
 
 async def drifted_resources(

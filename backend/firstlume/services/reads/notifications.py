@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Folder, Stack
 from firstlume.db.models_drift import NotificationAttempt, NotificationDelivery, NotificationDestination
+from firstlume.domain.drift import DeliveryStatus
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,13 @@ class DeliveryView:
     attempts: list[NotificationAttempt]
 
     @property
-    def status(self) -> str:
+    def status(self) -> DeliveryStatus:
         d = self.delivery
         if d.delivered_at is not None:
-            return "delivered"
+            return DeliveryStatus.DELIVERED
         if d.given_up_at is not None:
-            return "failed"
-        return "pending" if d.attempts == 0 else "retrying"
+            return DeliveryStatus.FAILED
+        return DeliveryStatus.PENDING if d.attempts == 0 else DeliveryStatus.RETRYING
 
 
 async def destinations(
@@ -50,24 +51,14 @@ async def destinations(
     )
     folder_ids = {r.folder_id for r in rows if r.folder_id}
     stack_ids = {r.stack_id for r in rows if r.stack_id}
-    folders = (
-        dict(
-            (await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids))))
-            .tuples()
-            .all()
-        )
-        if folder_ids
-        else {}
-    )
-    stacks = (
-        dict(
-            (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_(stack_ids))))
-            .tuples()
-            .all()
-        )
-        if stack_ids
-        else {}
-    )
+    folders: dict[str, str] = {}
+    if folder_ids:
+        found = await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))
+        folders = {folder_id: path for folder_id, path in found}
+    stacks: dict[str, str] = {}
+    if stack_ids:
+        found = await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_(stack_ids)))
+        stacks = {stack_id: slug for stack_id, slug in found}
     return [DestinationView(r, folders.get(r.folder_id or ""), stacks.get(r.stack_id or "")) for r in rows]
 
 
@@ -89,3 +80,16 @@ async def deliveries(session: AsyncSession, destination_id: str, *, limit: int =
         ):
             attempts[attempt.delivery_id].append(attempt)
     return [DeliveryView(r, attempts.get(r.id, [])) for r in rows]
+
+
+async def delivery(session: AsyncSession, delivery_id: str) -> DeliveryView:
+    row = await session.get(NotificationDelivery, delivery_id)
+    assert row is not None
+    attempts = list(
+        await session.scalars(
+            select(NotificationAttempt)
+            .where(NotificationAttempt.delivery_id == delivery_id)
+            .order_by(NotificationAttempt.number)
+        )
+    )
+    return DeliveryView(row, attempts)
