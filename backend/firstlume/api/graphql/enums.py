@@ -7,6 +7,7 @@ from enum import Enum
 
 import strawberry
 
+from firstlume.domain.drift import DeliveryStatus, DriftStatus
 from firstlume.domain.inheritance import VariableKind
 from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
 
@@ -15,6 +16,12 @@ strawberry.enum(RunStatus, description="Where a run is in its lifecycle (see the
 strawberry.enum(StepStatus, description="A step's status.")
 strawberry.enum(ResourceState, description="A planned change's state during and after the apply.")
 strawberry.enum(VariableKind)
+strawberry.enum(
+    DriftStatus,
+    description="A stack's drift, from its latest finished drift run: no changes (in sync), drifted, "
+    "failed (error), or no drift run yet (unknown).",
+)
+strawberry.enum(DeliveryStatus, description="Where a notification delivery stands.")
 strawberry.enum(
     TriggerKind, description="What started a run: a person, a push to the branch, or the drift schedule."
 )
@@ -36,4 +43,13 @@ class GitAuth(Enum):
     SSH_KEY = "ssh_key"
 
 
-__all__ = ["ResourceState", "RunStatus", "RunType", "StepStatus", "TriggerKind", "VariableKind"]
+__all__ = [
+    "DeliveryStatus",
+    "DriftStatus",
+    "ResourceState",
+    "RunStatus",
+    "RunType",
+    "StepStatus",
+    "TriggerKind",
+    "VariableKind",
+]
