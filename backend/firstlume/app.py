@@ -65,7 +65,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         app.state.ctx = ctx
         await relay.start()
         # Every replica sends notifications: each delivery is claimed by one sender at a time.
-        ctx.notifier = NotificationSender(ctx)
+        notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
+        ctx.notifier = NotificationSender(ctx, db=notifier_db)
         await ctx.notifier.start()
         scheduler = None
         drift = None
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if scheduler is not None:
                 await scheduler.stop()
             await ctx.notifier.stop()
+            await notifier_db.dispose()
             await relay.stop()
             await pubsub.disconnect()
             await relay_db.dispose()

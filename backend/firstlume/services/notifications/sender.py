@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 import httpx
 from sqlalchemy import or_, select, update
 
+from firstlume.db.engine import Database
 from firstlume.db.models import Organization
 from firstlume.db.models_drift import NotificationAttempt, NotificationDelivery, NotificationDestination
 from firstlume.db.types import utcnow
@@ -56,9 +57,16 @@ class Outcome:
 
 class NotificationSender:
     def __init__(
-        self, ctx: Context, *, interval: float = 1.0, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        ctx: Context,
+        *,
+        db: Database | None = None,
+        interval: float = 1.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.ctx = ctx
+        # Its own connections, like the outbox relay's: polling never takes a request's.
+        self.db = db or ctx.db
         self.interval = interval
         self.lease = timedelta(seconds=ctx.settings.notification_lease)
         self.first_retry = ctx.settings.notification_first_retry
@@ -107,7 +115,8 @@ class NotificationSender:
         return len(claimed)
 
     async def _claim(self, now: datetime) -> list[str]:
-        async with self.ctx.db.transaction() as session:
+        # Read first, without a write lock (most polls find nothing), then claim what was found.
+        async with self.db.read() as session:
             candidates = list(
                 await session.scalars(
                     select(NotificationDelivery.id)
@@ -121,18 +130,26 @@ class NotificationSender:
                     .limit(BATCH)
                 )
             )
-            claimed = []
+        if not candidates:
+            return []
+        claimed = []
+        async with self.db.transaction() as session:
             for delivery_id in candidates:
                 # Compare-and-set: of two replicas that read the same row, one takes it.
                 result = await session.execute(
                     update(NotificationDelivery)
-                    .where(NotificationDelivery.id == delivery_id, _lease_free(now))
+                    .where(
+                        NotificationDelivery.id == delivery_id,
+                        NotificationDelivery.delivered_at.is_(None),
+                        NotificationDelivery.given_up_at.is_(None),
+                        _lease_free(now),
+                    )
                     .values(leased_until=now + self.lease)
                     .execution_options(synchronize_session=False)
                 )
                 if result.rowcount == 1:  # type: ignore[attr-defined]
                     claimed.append(delivery_id)
-            return claimed
+        return claimed
 
     async def attempt_now(self, delivery_id: str) -> None:
         """Posts a delivery this process has just written (a test message), once."""
@@ -140,7 +157,7 @@ class NotificationSender:
 
     async def _attempt(self, delivery_id: str) -> None:
         async with self._limit:
-            async with self.ctx.db.read() as session:
+            async with self.db.read() as session:
                 delivery = await session.get(NotificationDelivery, delivery_id)
                 destination = (
                     await session.get(NotificationDestination, delivery.destination_id) if delivery else None
@@ -191,7 +208,7 @@ class NotificationSender:
 
     async def _record(self, delivery: NotificationDelivery, outcome: Outcome) -> None:
         now = utcnow()
-        async with self.ctx.db.transaction() as session:
+        async with self.db.transaction() as session:
             number = delivery.attempts + 1
             session.add(
                 NotificationAttempt(
