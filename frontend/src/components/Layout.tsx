@@ -74,6 +74,8 @@ function TopBar({ org }: { org: string | null }) {
       {org && (
         <nav className="top-nav" aria-label="Main">
           <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+          <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+          <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
         </nav>
       )}
@@ -132,6 +134,8 @@ function AccountMenu({ org }: { org: string | null }) {
             {org && (
               <nav aria-label="Main (menu)">
                 <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
+                <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+                <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
               </nav>
             )}
