@@ -154,6 +154,7 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
         </div>
       }
     >
+      <div className="destination-body">
       <p className="small wrap">
         <span className="mono">{destination.url}</span> · {destination.format === "slack" ? "Slack" : "JSON"}
         {destination.hasSecret && " · signed"} · {scope}
@@ -172,6 +173,7 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
       )}
       <ErrorBox error={action.error} />
       <h3 className="small-heading">Deliveries</h3>
+      </div>
       {destination.deliveries.length === 0 ? (
         <p className="muted small">Nothing sent yet.</p>
       ) : (
