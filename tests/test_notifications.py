@@ -306,3 +306,34 @@ async def test_private_addresses_are_refused_unless_allowed(
     async with ctx.db.read() as session:
         assert (await session.scalar(select(NotificationDelivery))) is None
         assert (await session.scalar(select(NotificationDestination))) is None
+
+
+async def test_old_finished_deliveries_are_deleted_with_their_attempts(
+    rest: Rest, receiver: Receiver, ctx: Context
+) -> None:
+    from datetime import timedelta
+
+    from firstlume.db.models_drift import NotificationAttempt
+    from firstlume.db.types import utcnow
+    from firstlume.services.notifications.sender import RETENTION, NotificationSender
+
+    created = await rest.ok(
+        "POST", "/notifications", {"name": "ops", "url": receiver.url, "events": ["run.canceled"]}, 201
+    )
+    await rest.ok("POST", f"/notifications/{created['id']}/test")
+    await rest.stack("web")
+    receiver.release.clear()  # the run's delivery stays unanswered: not finished, never deleted
+    await rest.canceled_run("web")
+    sender = NotificationSender(ctx)
+    try:
+        later = utcnow() + RETENTION + timedelta(minutes=1)
+        assert await sender.delete_old(later) == 1
+    finally:
+        receiver.release.set()
+        await sender.stop()
+    async with ctx.db.read() as session:
+        remaining = list(await session.scalars(select(NotificationDelivery)))
+        assert [d.test for d in remaining] == [False]
+        # The test delivery's attempt went with it.
+        attempts = list(await session.scalars(select(NotificationAttempt)))
+        assert {a.delivery_id for a in attempts} <= {remaining[0].id}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import httpx
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from firstlume.db.engine import Database
 from firstlume.db.models import Organization
@@ -39,6 +39,9 @@ log = logging.getLogger("firstlume.notifications")
 TIMEOUT_SECONDS = 10.0
 LONGEST_BACKOFF_SECONDS = 3600.0
 GIVE_UP_AFTER = timedelta(hours=24)
+# Finished deliveries (and their attempts) are kept this long for the history, then deleted.
+RETENTION = timedelta(days=30)
+CLEANUP_SECONDS = 3600.0
 BATCH = 50
 CONCURRENCY = 8
 USER_AGENT = "Firstlume-Notifications/1"
@@ -96,11 +99,16 @@ class NotificationSender:
         await self._http.aclose()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_cleanup = loop.time()
         while True:
             self._kicked.clear()
             try:
                 while await self.send_due():
                     pass
+                if loop.time() >= next_cleanup:
+                    await self.delete_old(utcnow())
+                    next_cleanup = loop.time() + CLEANUP_SECONDS
             except asyncio.CancelledError:
                 raise
             except Exception:  # the database is unreachable: the next poll tries again
@@ -150,6 +158,20 @@ class NotificationSender:
                 if result.rowcount == 1:  # type: ignore[attr-defined]
                     claimed.append(delivery_id)
         return claimed
+
+    async def delete_old(self, now: datetime) -> int:
+        """Deletes finished deliveries older than RETENTION; returns how many."""
+        async with self.db.transaction() as session:
+            result = await session.execute(
+                delete(NotificationDelivery).where(
+                    NotificationDelivery.created_at < now - RETENTION,
+                    or_(
+                        NotificationDelivery.delivered_at.is_not(None),
+                        NotificationDelivery.given_up_at.is_not(None),
+                    ),
+                )
+            )
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def attempt_now(self, delivery_id: str) -> None:
         """Posts a delivery this process has just written (a test message), once."""
