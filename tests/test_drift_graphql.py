@@ -183,3 +183,52 @@ async def test_destinations_through_mutations(
         }
     ]
     assert "s3cr3t" not in str(listed)
+
+
+UPDATE = """
+mutation($org: String!, $id: ID!, $input: NotificationPatchInput!) {
+  updateNotification(org: $org, id: $id, input: $input) {
+    __typename
+    ... on NotificationDestination { name events hasSecret format }
+    ... on InvalidInputError { field }
+  }
+}
+"""
+DELETE = """
+mutation($org: String!, $id: ID!) { deleteNotification(org: $org, id: $id) {
+  __typename ... on DeletedNotification { id } ... on NotFoundError { message }
+} }
+"""
+
+
+async def test_destinations_are_changed_and_deleted(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver
+) -> None:
+    created = await gql(
+        client,
+        tenant,
+        CREATE,
+        input={"name": "ops", "url": receiver.url, "events": ["run.failed"], "secret": "x1"},
+    )
+    destination_id = created["createNotification"]["id"]
+    changed = await gql(
+        client,
+        tenant,
+        UPDATE,
+        id=destination_id,
+        input={"name": "ops-2", "events": ["run.applied", "run.drifted"], "secret": None, "format": "slack"},
+    )
+    assert changed["updateNotification"] == {
+        "__typename": "NotificationDestination",
+        "name": "ops-2",
+        "events": ["run.applied", "run.drifted"],
+        "hasSecret": False,
+        "format": "slack",
+    }
+    refused = await gql(client, tenant, UPDATE, id=destination_id, input={"url": "ftp://x"})
+    assert refused["updateNotification"] == {"__typename": "InvalidInputError", "field": "url"}
+    deleted = await gql(client, tenant, DELETE, id=destination_id)
+    assert deleted["deleteNotification"] == {"__typename": "DeletedNotification", "id": destination_id}
+    again = await gql(client, tenant, DELETE, id=destination_id)
+    assert again["deleteNotification"]["__typename"] == "NotFoundError"
+    assert (await gql(client, tenant, LIST))["organization"]["notifications"] == []
