@@ -13,7 +13,15 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.rest import executor_routes, git_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest import (
+    drift_routes,
+    executor_routes,
+    git_routes,
+    notification_routes,
+    org_routes,
+    run_routes,
+    state_routes,
+)
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
@@ -23,7 +31,9 @@ from firstlume.pubsub import PubSub
 from firstlume.scheduler.git_poll import GitPoller
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
+from firstlume.services.drift.loop import DriftScheduler
 from firstlume.services.git.remote import GitCache
+from firstlume.services.notifications.sender import NotificationSender
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 
@@ -57,10 +67,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
         app.state.ctx = ctx
         await relay.start()
+        # Every replica sends notifications: each delivery is claimed by one sender at a time.
+        notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
+        ctx.notifier = NotificationSender(ctx, db=notifier_db)
+        await ctx.notifier.start()
         scheduler = None
+        drift = None
         if settings.scheduler_enabled:
             scheduler = Scheduler(ctx, build_launcher(settings))
             await scheduler.start()
+            # Every replica with a scheduler runs it: the database makes each slot's run one.
+            drift = DriftScheduler(ctx)
+            await drift.start()
         poller = None
         if settings.scheduler_enabled and settings.git_poll_interval > 0:
             poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
@@ -70,8 +88,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             if poller is not None:
                 await poller.stop()
+            if drift is not None:
+                await drift.stop()
             if scheduler is not None:
                 await scheduler.stop()
+            await ctx.notifier.stop()
+            await notifier_db.dispose()
             await relay.stop()
             await pubsub.disconnect()
             await relay_db.dispose()
@@ -84,6 +106,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *executor_routes.routes,
         *state_routes.routes,
         *git_routes.routes,
+        *drift_routes.routes,
+        *notification_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()

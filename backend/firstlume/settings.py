@@ -441,6 +441,20 @@ class Settings(_EnvSettings):
     executor_heartbeat_interval: float = Field(
         default=10.0, gt=0, description="seconds between an executor's heartbeats"
     )
+    allow_private_webhooks: bool = Field(
+        default=False,
+        description="`true` lets notification URLs reach loopback, link-local and private addresses",
+    )
+    notification_first_retry: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds before a failed notification's first retry (doubling, up to an hour)",
+    )
+    notification_lease: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a replica keeps its claim on a notification being sent before another may send it again",
+    )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,
         description='the Kubernetes launcher\'s settings: see "Configure the executors" below',

@@ -9,6 +9,8 @@ import { StackStatePage } from "./pages/StackState";
 import { RunPage } from "./pages/Run";
 import { GitDeliveriesPage } from "./pages/GitDeliveries";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
+import { DriftPage, StackDriftPage } from "./pages/Drift";
+import { NotificationsPage } from "./pages/Notifications";
 
 export function App() {
   const { token } = useAuth();
@@ -22,6 +24,9 @@ export function App() {
         <Route path="stacks/:slug" element={<StackPage />} />
         <Route path="stacks/:slug/settings" element={<StackSettingsPage />} />
         <Route path="stacks/:slug/state" element={<StackStatePage />} />
+        <Route path="stacks/:slug/drift" element={<StackDriftPage />} />
+        <Route path="drift" element={<DriftPage />} />
+        <Route path="notifications" element={<NotificationsPage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="git" element={<GitDeliveriesPage />} />

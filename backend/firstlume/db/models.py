@@ -419,3 +419,6 @@ class StateVersion(Base):
 
 
 import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables join this metadata)
+
+# Tables of drift schedules and notifications (a module of their own, the same metadata).
+from firstlume.db import models_drift as _models_drift  # noqa: E402, F401

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Self
+from urllib.parse import urlsplit
 
 from croniter import croniter
 from pydantic import (
@@ -27,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from firstlume.domain.effects import Notification
 from firstlume.domain.git import StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
 from firstlume.domain.runs import RunType
@@ -260,3 +263,82 @@ class PutVariable(Command):
 
     def value_text(self) -> str:
         return self.value if isinstance(self.value, str) else json.dumps(self.value)
+
+
+# Notifications (platform-api.md, section 4) ----------------------------------------------------
+
+
+class NotificationFormat(StrEnum):
+    """How a delivery's body is shaped: Firstlume's JSON, or a Slack incoming-webhook message."""
+
+    JSON = "json"
+    SLACK = "slack"
+
+
+def _webhook_url(value: str, info: ValidationInfo) -> str:
+    parsed = urlsplit(value.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise refuse(
+            f"'{info.field_name}' must be an http:// or https:// URL with a host, such as "
+            f'"https://hooks.example.com/firstlume"; got {shown(value)}.'
+        )
+    if parsed.username or parsed.password:
+        raise refuse(f"'{info.field_name}' must not hold a user name or password; send a 'secret' instead.")
+    return value.strip()
+
+
+def _events(values: list[Notification]) -> list[Notification]:
+    if not values:
+        raise refuse("'events' must name at least one event.")
+    return list(dict.fromkeys(values))
+
+
+WebhookUrl = Annotated[
+    str, Field(max_length=2000), AfterValidator(_webhook_url), Expect("an http:// or https:// URL")
+]
+EventNames = Annotated[
+    list[Annotated[Notification, LAX]],
+    Field(max_length=20),
+    AfterValidator(_events),
+    Expect("a list of event names: " + ", ".join(n.value for n in Notification)),
+]
+Secret = Annotated[NonBlank, Field(max_length=500)]
+
+
+class CreateNotification(Command):
+    noun = "a notification destination"
+    name: Annotated[NonBlank, Field(max_length=200)]
+    url: WebhookUrl
+    events: EventNames
+    format: Annotated[NotificationFormat, LAX] = NotificationFormat.JSON
+    # At most one: the destination then hears only of that folder's (or stack's) runs.
+    folder: FolderPath | None = None
+    stack: Slug | None = None
+    # Write-only: signs each JSON body (X-Firstlume-Signature); stored sealed.
+    secret: Secret | None = None
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> Self:
+        if self.folder is not None and self.stack is not None:
+            raise refuse("Give 'folder' or 'stack', not both: a destination has one scope.")
+        return self
+
+
+class PatchNotification(Command):
+    """Only the fields given change; `secret: null` removes the secret."""
+
+    noun = "a notification destination"
+    name: Annotated[NonBlank, Field(max_length=200)] | None = None
+    url: WebhookUrl | None = None
+    events: EventNames | None = None
+    format: Annotated[NotificationFormat, LAX] | None = None
+    secret: Secret | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Self:
+        if not self.model_fields_set:
+            raise refuse("Send at least one of name, url, events, format, secret.")
+        for name in ("name", "url", "events", "format"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise refuse(f"'{name}' cannot be null.")
+        return self

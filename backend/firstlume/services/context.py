@@ -19,6 +19,7 @@ from firstlume.settings import Settings
 
 if TYPE_CHECKING:
     from firstlume.services.logs import LogTails
+    from firstlume.services.notifications.sender import NotificationSender
     from firstlume.services.outbox import OutboxRelay
 
 log = logging.getLogger("firstlume.events")
@@ -30,6 +31,8 @@ class Unit:
     _events: list[tuple[str, Event]] = field(default_factory=list)
     # Whether this unit wrote outbox rows, which the relay then publishes.
     wrote_outbox: bool = False
+    # Whether it wrote notification deliveries, which a sender then posts.
+    wrote_notifications: bool = False
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -46,6 +49,8 @@ class Context:
     pubsub: PubSub
     # Started with the app; without one (the CLI), outbox rows wait for the next relay to run.
     relay: OutboxRelay | None = None
+    # This process's notification sender (services/notifications/sender.py), when it has one.
+    notifier: NotificationSender | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:
@@ -65,6 +70,8 @@ class Context:
             yield unit
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
+        if unit.wrote_notifications and self.notifier is not None:
+            self.notifier.kick()
         for channel, event in unit._events:
             try:
                 await self.pubsub.publish(channel, event)

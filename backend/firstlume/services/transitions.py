@@ -20,6 +20,7 @@ from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services import outbox
 from firstlume.services.context import Unit
+from firstlume.services.notifications.enqueue import enqueue as enqueue_notification
 from firstlume.services.steps import set_step
 
 # A run records this many failed addresses (in plan order) beside their count.
@@ -68,6 +69,8 @@ async def change_status(
         channels,
         notification=effects.notification,
     )
+    if effects.notification is not None:
+        await enqueue_notification(unit, run, effects.notification)
     return run
 
 
@@ -199,6 +202,9 @@ async def change_status_many(
             for row in moved
         ],
     )
+    if effects.notification is not None:
+        for run in await session.scalars(select(Run).where(Run.id.in_([row.id for row in moved]))):
+            await enqueue_notification(unit, run, effects.notification)
     for row in moved:
         channels = [run_channel(row.id), org_runs_channel(row.org_id)]
         if effects.wakes_scheduler:

@@ -75,6 +75,8 @@ function TopBar({ org }: { org: string | null }) {
         <nav className="top-nav" aria-label="Main">
           <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
           <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
+          <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+          <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
         </nav>
       )}
@@ -134,6 +136,8 @@ function AccountMenu({ org }: { org: string | null }) {
               <nav aria-label="Main (menu)">
                 <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
                 <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
+                <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+                <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
               </nav>
             )}

@@ -41,6 +41,7 @@ export function StackHeader({ org, slug, folder, title, children }: { org: strin
             Runs
           </NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/state`}>State</NavLink>
+          <NavLink to={`/orgs/${org}/stacks/${slug}/drift`}>Drift</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/settings`}>Settings & variables</NavLink>
         </nav>
       </div>

@@ -7,6 +7,7 @@ from enum import Enum
 
 import strawberry
 
+from firstlume.domain.drift import DeliveryStatus, DriftStatus
 from firstlume.domain.git import StackTrigger
 from firstlume.domain.inheritance import VariableKind
 from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
@@ -19,6 +20,12 @@ strawberry.enum(VariableKind)
 strawberry.enum(
     StackTrigger, description="What a new commit on a stack's branch that touches the stack starts."
 )
+strawberry.enum(
+    DriftStatus,
+    description="A stack's drift, from its latest finished drift run: no changes (in sync), drifted, "
+    "failed (error), or no drift run yet (unknown).",
+)
+strawberry.enum(DeliveryStatus, description="Where a notification delivery stands.")
 strawberry.enum(
     TriggerKind, description="What started a run: a person, a push to the branch, or the drift schedule."
 )
@@ -41,6 +48,8 @@ class GitAuth(Enum):
 
 
 __all__ = [
+    "DeliveryStatus",
+    "DriftStatus",
     "ResourceState",
     "RunStatus",
     "RunType",

@@ -65,7 +65,7 @@ class GitMutation:
             assert updated is not None
             return Stack(row=updated, loaders=loaders)
 
-        return await typed((NotFoundError, InvalidInputError), work)  # type: ignore[no-any-return]
+        return await typed((NotFoundError, InvalidInputError), work)
 
     @strawberry.mutation(
         description="Creates or replaces the organization's webhook secret (admin) and returns it this once."
@@ -77,7 +77,7 @@ class GitMutation:
                 secret = await webhook.rotate_secret(unit, info.context.app.keyring, org_row)
             return WebhookSecret(secret=secret)
 
-        return await typed((NotFoundError,), work)  # type: ignore[no-any-return]
+        return await typed((NotFoundError,), work)
 
 
 __all__ = ["GitMutation", "StackTrigger"]

@@ -24,6 +24,12 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
+from firstlume.api.graphql.types.drift import (
+    NotificationDelivery,
+    NotificationDestination,
+    delivery_of,
+    destination_of,
+)
 from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
@@ -35,8 +41,10 @@ from firstlume.services.commands import (
     ApproveRun,
     CancelRun,
     CreateFolder,
+    CreateNotification,
     CreateStack,
     DiscardRun,
+    PatchNotification,
     PatchSettings,
     PutVariable,
     StartRun,
@@ -44,7 +52,10 @@ from firstlume.services.commands import (
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
 from firstlume.services.inherited import Scope
+from firstlume.services.notifications import destinations
+from firstlume.services.notifications.sender import send_test_delivery
 from firstlume.services.reads import Organization
+from firstlume.services.reads import notifications as notification_reads
 from firstlume.services.state import locks
 from firstlume.services.state.callers import StateCaller
 
@@ -91,6 +102,44 @@ ForceUnlockResult = Annotated[
 DeleteVariableResult = Annotated[
     DeletedVariable | NotFoundError | InvalidInputError, strawberry.union("DeleteVariableResult")
 ]
+
+NotificationResult = Annotated[
+    NotificationDestination | NotFoundError | InvalidInputError, strawberry.union("NotificationResult")
+]
+NotificationDeliveryResult = Annotated[
+    NotificationDelivery | NotFoundError | InvalidInputError, strawberry.union("NotificationDeliveryResult")
+]
+
+
+@strawberry.type
+class DeletedNotification:
+    id: strawberry.ID
+
+
+DeleteNotificationResult = Annotated[
+    DeletedNotification | NotFoundError | InvalidInputError, strawberry.union("DeleteNotificationResult")
+]
+
+
+@strawberry.input(description="A notification destination; `folder` or `stack` narrows it to that scope.")
+class NotificationInput:
+    name: str
+    url: str
+    events: list[str] = strawberry.field(description="run.awaiting_approval, run.applied, run.failed, …")
+    format: str = strawberry.field(default="json", description="json or slack.")
+    folder: str | None = None
+    stack: str | None = None
+    secret: str | None = strawberry.field(default=None, description="Write-only: signs each JSON body.")
+
+
+@strawberry.input(description="Only the fields given change; `secret: null` removes the secret.")
+class NotificationPatchInput:
+    name: str | None = strawberry.UNSET
+    url: str | None = strawberry.UNSET
+    events: list[str] | None = strawberry.UNSET
+    format: str | None = strawberry.UNSET
+    secret: str | None = strawberry.UNSET
+
 
 # The error types of each union above, for `typed`.
 INPUT_ERRORS = (NotFoundError, InvalidInputError)
@@ -288,6 +337,71 @@ class Mutation:
                 scope = await scope_of(unit, org_row, folder, stack)
                 await inherited.delete_variable(unit.session, scope, name)
             return DeletedVariable(name=name)
+
+        return await typed(INPUT_ERRORS, work)
+
+    @strawberry.mutation(description="Adds a notification destination.")
+    async def create_notification(self, info: Ctx, org: str, input: NotificationInput) -> NotificationResult:
+        app = info.context.app
+
+        async def work() -> NotificationDestination:
+            async with org_unit(info, org) as (unit, _, org_row):
+                created = await destinations.create_destination(
+                    unit.session,
+                    app.keyring,
+                    org_row,
+                    command(CreateNotification, {k: v for k, v in vars(input).items() if v is not None}),
+                    allow_private=app.settings.allow_private_webhooks,
+                )
+                org_id, destination_id = org_row.id, created.id
+            return await destination_of(fresh(info), org_id, destination_id)
+
+        return await typed(INPUT_ERRORS, work)
+
+    @strawberry.mutation(description="Changes a notification destination.")
+    async def update_notification(
+        self, info: Ctx, org: str, id: strawberry.ID, input: NotificationPatchInput
+    ) -> NotificationResult:
+        app = info.context.app
+        given = {name: value for name, value in vars(input).items() if value is not strawberry.UNSET}
+
+        async def work() -> NotificationDestination:
+            async with org_unit(info, org) as (unit, _, org_row):
+                found = await destinations.destination_in_org(unit.session, org_row, str(id))
+                await destinations.patch_destination(
+                    unit.session,
+                    app.keyring,
+                    found,
+                    command(PatchNotification, given),
+                    allow_private=app.settings.allow_private_webhooks,
+                )
+                org_id = org_row.id
+            return await destination_of(fresh(info), org_id, str(id))
+
+        return await typed(INPUT_ERRORS, work)
+
+    @strawberry.mutation(description="Deletes a notification destination and its delivery history.")
+    async def delete_notification(self, info: Ctx, org: str, id: strawberry.ID) -> DeleteNotificationResult:
+        async def work() -> DeletedNotification:
+            async with org_unit(info, org) as (unit, _, org_row):
+                found = await destinations.destination_in_org(unit.session, org_row, str(id))
+                await destinations.delete_destination(unit.session, found)
+            return DeletedNotification(id=id)
+
+        return await typed(INPUT_ERRORS, work)
+
+    @strawberry.mutation(description="Posts a test message to the destination now (once, never retried).")
+    async def test_notification(self, info: Ctx, org: str, id: strawberry.ID) -> NotificationDeliveryResult:
+        app = info.context.app
+
+        async def work() -> NotificationDelivery:
+            async with org_unit(info, org) as (unit, _, org_row):
+                found = await destinations.destination_in_org(unit.session, org_row, str(id))
+                delivery = await destinations.add_test_delivery(unit.session, org_row, found)
+                delivery_id = delivery.id
+            await send_test_delivery(app, delivery_id)
+            async with fresh(info).reads.session() as session:
+                return delivery_of(await notification_reads.delivery(session, delivery_id))
 
         return await typed(INPUT_ERRORS, work)
 

@@ -10,6 +10,8 @@ from strawberry import Private
 
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types import drift as drift_types
+from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
 from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
@@ -142,6 +144,14 @@ class Organization:
     @strawberry.field
     async def variables(self) -> list[Variable]:
         return await variables_of(self.loaders, self.row)
+
+    @strawberry.field(description="The drift overview: one line per stack, by slug.")
+    async def drift(self) -> list[StackDrift]:
+        return await drift_types.overview(self.loaders, self.row.id)
+
+    @strawberry.field(description="Notification destinations, oldest first.")
+    async def notifications(self) -> list[NotificationDestination]:
+        return await drift_types.destinations(self.loaders, self.row.id)
 
 
 @strawberry.type
@@ -294,3 +304,10 @@ class Stack:
     @strawberry.field(description="Every unit of the stack with managed state (or a lock), by path.")
     async def states(self) -> list[StackState]:
         return await states_of(self.loaders, self.row)
+
+    @strawberry.field(
+        description=f"The stack's drift runs, newest first, with what drifted; `first` is at most {MAX_PAGE_SIZE}."
+    )
+    async def drift_history(self, first: int = DEFAULT_PAGE_SIZE) -> list[DriftCheck]:
+        check_first(first, MAX_PAGE_SIZE)
+        return await drift_types.history(self.loaders, self.row.id, first)

@@ -1,0 +1,175 @@
+"""Drift (the fleet view, a stack's drift history) and notifications (destinations, deliveries and
+their attempts). Read through the read layer in the operation's read session."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+from strawberry import Private
+
+from firstlume.api.graphql.enums import DeliveryStatus, DriftStatus
+from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.types.pagination import check_first
+from firstlume.api.graphql.types.runs import Run
+from firstlume.services.reads import drift as drift_reads
+from firstlume.services.reads import notifications as notification_reads
+
+MAX_DELIVERIES = 100
+
+
+@strawberry.type(description="A resource a drift run found changed outside Firstlume.")
+class DriftedResource:
+    address: str
+    action: str = strawberry.field(description="What a plan would do to bring it back: create, update, …")
+
+
+def _resources(found: list[drift_reads.DriftedResource]) -> list[DriftedResource]:
+    return [DriftedResource(address=r.address, action=r.action) for r in found]
+
+
+@strawberry.type(description="One stack's line of the drift overview.")
+class StackDrift:
+    stack_slug: str
+    stack_name: str
+    status: DriftStatus
+    since: datetime | None = strawberry.field(description="When the stack entered this status.")
+    last_run: Run | None
+    drifted: list[DriftedResource]
+
+
+@strawberry.type(description="A drift run of a stack and what it found.")
+class DriftCheck:
+    run: Run
+    status: DriftStatus
+    drifted: list[DriftedResource]
+
+
+async def overview(loaders: Loaders, org_id: str) -> list[StackDrift]:
+    async with loaders.reads.session() as session:
+        lines = await drift_reads.overview(session, org_id)
+    return [
+        StackDrift(
+            stack_slug=line.stack.slug,
+            stack_name=line.stack.name,
+            status=line.status,
+            since=line.since,
+            last_run=Run(row=line.last_run, loaders=loaders) if line.last_run else None,
+            drifted=_resources(line.drifted),
+        )
+        for line in lines
+    ]
+
+
+async def history(loaders: Loaders, stack_id: str, first: int) -> list[DriftCheck]:
+    async with loaders.reads.session() as session:
+        found = await drift_reads.history(session, stack_id, limit=first)
+    return [
+        DriftCheck(
+            run=Run(row=item.run, loaders=loaders), status=item.status, drifted=_resources(item.drifted)
+        )
+        for item in found
+    ]
+
+
+@strawberry.type
+class NotificationAttempt:
+    number: int
+    at: datetime
+    status_code: int | None
+    duration_ms: int
+    error: str | None
+
+
+@strawberry.type(description="One event for one destination; its id is the X-Firstlume-Delivery header.")
+class NotificationDelivery:
+    id: strawberry.ID
+    event: str
+    run_id: strawberry.ID | None
+    test: bool
+    status: DeliveryStatus
+    created_at: datetime
+    delivered_at: datetime | None
+    attempts: list[NotificationAttempt]
+
+
+def delivery_of(view: notification_reads.DeliveryView) -> NotificationDelivery:
+    d = view.delivery
+    return NotificationDelivery(
+        id=strawberry.ID(d.id),
+        event=d.event,
+        run_id=strawberry.ID(d.run_id) if d.run_id else None,
+        test=d.test,
+        status=view.status,
+        created_at=d.created_at,
+        delivered_at=d.delivered_at,
+        attempts=[
+            NotificationAttempt(
+                number=a.number, at=a.at, status_code=a.status_code, duration_ms=a.duration_ms, error=a.error
+            )
+            for a in view.attempts
+        ],
+    )
+
+
+@strawberry.type(description="Where run events are sent. The signing secret is write-only.")
+class NotificationDestination:
+    view: Private[notification_reads.DestinationView]
+    loaders: Private[Loaders]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(self.view.destination.id)
+
+    @strawberry.field
+    def name(self) -> str:
+        return self.view.destination.name
+
+    @strawberry.field
+    def url(self) -> str:
+        return self.view.destination.url
+
+    @strawberry.field
+    def events(self) -> list[str]:
+        return list(self.view.destination.events)
+
+    @strawberry.field(description="json or slack.")
+    def format(self) -> str:
+        return self.view.destination.format
+
+    @strawberry.field(description="The folder path of a folder's destination.")
+    def folder(self) -> str | None:
+        return self.view.folder
+
+    @strawberry.field(description="The stack slug of a stack's destination.")
+    def stack(self) -> str | None:
+        return self.view.stack
+
+    @strawberry.field
+    def has_secret(self) -> bool:
+        return self.view.has_secret
+
+    @strawberry.field
+    def created_at(self) -> datetime:
+        return self.view.destination.created_at
+
+    @strawberry.field(
+        description=f"Newest first, each with its attempts; `first` is at most {MAX_DELIVERIES}."
+    )
+    async def deliveries(self, first: int = 20) -> list[NotificationDelivery]:
+        check_first(first, MAX_DELIVERIES)
+        async with self.loaders.reads.session() as session:
+            views = await notification_reads.deliveries(session, self.view.destination.id, limit=first)
+        return [delivery_of(v) for v in views]
+
+
+async def destinations(loaders: Loaders, org_id: str) -> list[NotificationDestination]:
+    async with loaders.reads.session() as session:
+        views = await notification_reads.destinations(session, org_id)
+    return [NotificationDestination(view=v, loaders=loaders) for v in views]
+
+
+async def destination_of(loaders: Loaders, org_id: str, destination_id: str) -> NotificationDestination:
+    async with loaders.reads.session() as session:
+        [view] = await notification_reads.destinations(session, org_id, [destination_id])
+    return NotificationDestination(view=view, loaders=loaders)

@@ -1,0 +1,159 @@
+"""Notification destinations, their delivery history and a test message (platform-api.md,
+section 4). The signing secret is write-only: responses say only whether there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from firstlume.api.rest.http import context_of, endpoint, int_param, json_body
+from firstlume.api.rest.org_routes import org_read, org_request
+from firstlume.api.rest.serializers import iso
+from firstlume.api.validation import command
+from firstlume.domain.drift import DeliveryStatus
+from firstlume.services.commands import CreateNotification, PatchNotification
+from firstlume.services.notifications import destinations
+from firstlume.services.notifications.sender import send_test_delivery
+from firstlume.services.reads import notifications as notification_reads
+
+O = "/api/v1/orgs/{org}"
+WAITING = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+
+
+def destination_json(view: notification_reads.DestinationView) -> dict[str, Any]:
+    d = view.destination
+    return {
+        "id": d.id,
+        "name": d.name,
+        "url": d.url,
+        "events": list(d.events),
+        "format": d.format,
+        "folder": view.folder,
+        "stack": view.stack,
+        "has_secret": view.has_secret,
+        "created_at": iso(d.created_at),
+        "updated_at": iso(d.updated_at),
+    }
+
+
+def delivery_json(view: notification_reads.DeliveryView) -> dict[str, Any]:
+    d = view.delivery
+    return {
+        "id": d.id,
+        "event": d.event,
+        "run_id": d.run_id,
+        "test": d.test,
+        "status": view.status.value,
+        "created_at": iso(d.created_at),
+        "delivered_at": iso(d.delivered_at),
+        "next_attempt_at": iso(d.next_attempt_at) if view.status in WAITING else None,
+        "attempts": [
+            {
+                "number": a.number,
+                "at": iso(a.at),
+                "status_code": a.status_code,
+                "duration_ms": a.duration_ms,
+                "error": a.error,
+            }
+            for a in view.attempts
+        ],
+    }
+
+
+async def _one(session: Any, org_id: str, destination_id: str) -> dict[str, Any]:
+    [view] = await notification_reads.destinations(session, org_id, [destination_id])
+    return destination_json(view)
+
+
+@endpoint
+async def list_destinations(request: Request) -> Response:
+    async with org_read(request) as (session, _, org):
+        views = await notification_reads.destinations(session, org.id)
+        return JSONResponse({"notifications": [destination_json(v) for v in views]})
+
+
+@endpoint
+async def create_destination(request: Request) -> Response:
+    body = await json_body(request)
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        created = await destinations.create_destination(
+            unit.session,
+            ctx.keyring,
+            org,
+            command(CreateNotification, body),
+            allow_private=ctx.settings.allow_private_webhooks,
+        )
+        payload = await _one(unit.session, org.id, created.id)
+    return JSONResponse(payload, status_code=201)
+
+
+@endpoint
+async def get_destination(request: Request) -> Response:
+    async with org_read(request) as (session, _, org):
+        found = await destinations.destination_in_org(session, org, request.path_params["id"])
+        return JSONResponse(await _one(session, org.id, found.id))
+
+
+@endpoint
+async def patch_destination(request: Request) -> Response:
+    body = await json_body(request)
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
+        await destinations.patch_destination(
+            unit.session,
+            ctx.keyring,
+            found,
+            command(PatchNotification, body),
+            allow_private=ctx.settings.allow_private_webhooks,
+        )
+        payload = await _one(unit.session, org.id, found.id)
+    return JSONResponse(payload)
+
+
+@endpoint
+async def delete_destination(request: Request) -> Response:
+    async with org_request(request) as (unit, _, org):
+        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
+        await destinations.delete_destination(unit.session, found)
+    return Response(status_code=204)
+
+
+@endpoint
+async def list_deliveries(request: Request) -> Response:
+    async with org_read(request, "limit") as (session, _, org):
+        limit = int_param(request, "limit", 50, 1, 200)
+        assert limit is not None
+        found = await destinations.destination_in_org(session, org, request.path_params["id"])
+        views = await notification_reads.deliveries(session, found.id, limit=limit)
+        return JSONResponse({"deliveries": [delivery_json(v) for v in views]})
+
+
+@endpoint
+async def send_test(request: Request) -> Response:
+    """Posts a test message at once and answers with its delivery (one attempt, never retried)."""
+    await json_body(request)
+    ctx = context_of(request)
+    async with org_request(request) as (unit, _, org):
+        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
+        delivery = await destinations.add_test_delivery(unit.session, org, found)
+        delivery_id = delivery.id
+    await send_test_delivery(ctx, delivery_id)
+    async with ctx.db.read() as session:
+        view = await notification_reads.delivery(session, delivery_id)
+    return JSONResponse(delivery_json(view))
+
+
+routes = [
+    Route(f"{O}/notifications", list_destinations, methods=["GET"]),
+    Route(f"{O}/notifications", create_destination, methods=["POST"]),
+    Route(f"{O}/notifications/{{id}}", get_destination, methods=["GET"]),
+    Route(f"{O}/notifications/{{id}}", patch_destination, methods=["PATCH"]),
+    Route(f"{O}/notifications/{{id}}", delete_destination, methods=["DELETE"]),
+    Route(f"{O}/notifications/{{id}}/deliveries", list_deliveries, methods=["GET"]),
+    Route(f"{O}/notifications/{{id}}/test", send_test, methods=["POST"]),
+]

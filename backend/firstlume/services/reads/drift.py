@@ -1,0 +1,143 @@
+"""Reads of drift: the organization's fleet view (each stack in sync, drifted, in error or not
+yet checked, and since when) and a stack's drift history with the addresses that drifted.
+
+A stack's drift status is the outcome of its latest finished drift run: no_changes → in_sync,
+drifted → drifted, failed → error; none yet → unknown. "Since" is when the stack entered that
+status: the end of the oldest drift run of the current streak of that outcome. Each function
+answers in a fixed number of statements, whatever the fleet's size."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.db.models import ResourceChange, Run, Stack
+from firstlume.domain.drift import DRIFT_OUTCOMES, DriftStatus
+from firstlume.domain.runs import RunStatus, RunType
+
+OUTCOMES = DRIFT_OUTCOMES
+OUTCOME_VALUES = sorted(s.value for s in OUTCOMES)
+# The addresses a drift line names at most (a count says how many there are in all).
+MAX_ADDRESSES = 200
+
+
+@dataclass(frozen=True)
+class DriftedResource:
+    address: str
+    action: str
+
+
+@dataclass(frozen=True)
+class StackDrift:
+    stack: Stack
+    status: DriftStatus
+    since: datetime | None
+    last_run: Run | None
+    drifted: list[DriftedResource]
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    run: Run
+    status: DriftStatus
+    drifted: list[DriftedResource]
+
+
+def outcome(run: Run | None) -> DriftStatus:
+    return (
+        OUTCOMES.get(RunStatus(run.status), DriftStatus.UNKNOWN) if run is not None else DriftStatus.UNKNOWN
+    )
+
+
+async def drifted_resources(
+    session: AsyncSession, run_ids: Sequence[str]
+) -> dict[str, list[DriftedResource]]:
+    """Each drifted run's changed addresses, in plan order (the first MAX_ADDRESSES)."""
+    if not run_ids:
+        return {}
+    rows = await session.execute(
+        select(ResourceChange.run_id, ResourceChange.address, ResourceChange.action)
+        .where(ResourceChange.run_id.in_(run_ids), ResourceChange.position < MAX_ADDRESSES)
+        .order_by(ResourceChange.run_id, ResourceChange.position)
+    )
+    found: dict[str, list[DriftedResource]] = defaultdict(list)
+    for run_id, address, action in rows:
+        found[run_id].append(DriftedResource(address, action))
+    return found
+
+
+SelectT = TypeVar("SelectT", bound="Select[*tuple[Any, ...]]")
+
+
+def _finished_drift(query: SelectT) -> SelectT:
+    return query.where(Run.type == RunType.DRIFT.value, Run.status.in_(OUTCOME_VALUES))
+
+
+async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
+    """One line per stack of the organization, by slug."""
+    stacks = list(await session.scalars(select(Stack).where(Stack.org_id == org_id).order_by(Stack.slug)))
+    ranked = _finished_drift(
+        select(
+            Run.id.label("run_id"),
+            Run.stack_id.label("stack_id"),
+            Run.status.label("status"),
+            func.row_number()
+            .over(partition_by=Run.stack_id, order_by=(Run.finished_at.desc(), Run.number.desc()))
+            .label("rank"),
+        ).where(Run.org_id == org_id)
+    ).subquery()
+    latest = select(ranked.c.run_id, ranked.c.stack_id, ranked.c.status).where(ranked.c.rank == 1).subquery()
+    latest_runs = {
+        run.stack_id: run
+        for run in await session.scalars(select(Run).join(latest, latest.c.run_id == Run.id))
+    }
+    # When each stack last had another outcome than its latest …
+    other = _finished_drift(
+        select(Run.stack_id.label("stack_id"), func.max(Run.finished_at).label("last_other"))
+        .join(latest, latest.c.stack_id == Run.stack_id)
+        .where(Run.status != latest.c.status)
+        .group_by(Run.stack_id)
+    ).subquery()
+    # … and the first run of the latest outcome after that: the streak's start.
+    since_rows = await session.execute(
+        _finished_drift(
+            select(Run.stack_id, func.min(Run.finished_at))
+            .join(latest, and_(latest.c.stack_id == Run.stack_id, latest.c.status == Run.status))
+            .outerjoin(other, other.c.stack_id == Run.stack_id)
+            .where(or_(other.c.last_other.is_(None), Run.finished_at > other.c.last_other))
+            .group_by(Run.stack_id)
+        )
+    )
+    since = {stack_id: at for stack_id, at in since_rows}
+    addresses = await drifted_resources(
+        session, [r.id for r in latest_runs.values() if r.status == RunStatus.DRIFTED]
+    )
+    return [
+        StackDrift(
+            stack=stack,
+            status=outcome(latest_runs.get(stack.id)),
+            since=since.get(stack.id),
+            last_run=latest_runs.get(stack.id),
+            drifted=addresses.get(latest_runs[stack.id].id, []) if stack.id in latest_runs else [],
+        )
+        for stack in stacks
+    ]
+
+
+async def history(
+    session: AsyncSession, stack_id: str, *, limit: int = 50, before: int | None = None
+) -> list[DriftRun]:
+    """The stack's drift runs, newest first (any status: a queued or running one too), each with
+    the addresses that drifted."""
+    query = select(Run).where(Run.stack_id == stack_id, Run.type == RunType.DRIFT.value)
+    if before is not None:
+        query = query.where(Run.number < before)
+    found = list(await session.scalars(query.order_by(Run.number.desc()).limit(limit)))
+    addresses = await drifted_resources(session, [r.id for r in found if r.status == RunStatus.DRIFTED])
+    return [DriftRun(run=r, status=outcome(r), drifted=addresses.get(r.id, [])) for r in found]
