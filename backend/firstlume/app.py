@@ -13,7 +13,8 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest import access_routes, executor_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
@@ -75,9 +76,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *run_routes.routes,
         *executor_routes.routes,
         *state_routes.routes,
+        *access_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()
+    # Every route checks the role the permission table names; an unlisted route stops the start.
+    routes = guard(routes)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
     return app

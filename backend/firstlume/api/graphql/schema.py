@@ -11,8 +11,10 @@ from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.mutations import Mutation
+from firstlume.api.graphql.permissions import guard_fields
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
+from firstlume.api.graphql.types.state import StackState
 
 # The deepest useful query (organization → stack → runs → nodes → changes → groups → changes →
 # attributes) is 8 levels; folder trees get a few more. Aliases and tokens bound the breadth.
@@ -58,6 +60,10 @@ class FirstlumeSchema(strawberry.Schema):
         # Expected failures and invalid queries are the client's business; only the rest is logged.
         log_unexpected(errors, execution_context)
 
+
+# Every root field, and the nested fields that show more than their parent, check the role the
+# permission table names (services/access/permissions.py), before the schema is built.
+guard_fields([Query, Mutation, Subscription], [StackState])
 
 schema = FirstlumeSchema(
     query=Query,
