@@ -14,7 +14,7 @@ from typing import Any
 
 from graphql import OperationType
 from starlette.websockets import WebSocket
-from strawberry.extensions import FieldExtension
+from strawberry.extensions import FieldExtension, SchemaExtension
 from strawberry.types import Info
 from strawberry.types.base import StrawberryObjectDefinition
 from strawberry.types.field import StrawberryField
@@ -83,6 +83,20 @@ async def _membership(ctx: GraphQLContext, actor: Actor, slug: str | None, org_i
     if role is None:
         raise NotFound(f"No organization '{slug}'." if slug else "No such organization.")
     return role
+
+
+class TokenStillValid(SchemaExtension):
+    """A WebSocket authenticates once, when it opens, and may stay open for hours: each operation
+    on it checks its token again, so a revoked or expired token's next operation is refused."""
+
+    async def on_operation(self) -> AsyncIterator[None]:  # type: ignore[override]
+        ctx = self.execution_context.context
+        actor = getattr(ctx, "actor", None)
+        if isinstance(getattr(ctx, "connection", None), WebSocket) and actor is not None and actor.token_id:
+            async with ctx.loaders().reads.session() as session:
+                if not await token_usable(session, actor.token_id):
+                    ctx.actor, ctx.auth_error = None, REVOKED
+        yield
 
 
 class RoleCheck(FieldExtension):

@@ -11,7 +11,7 @@ from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.mutations import Mutation
-from firstlume.api.graphql.permissions import guard_fields
+from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
 from firstlume.api.graphql.types.state import StackState
@@ -78,5 +78,6 @@ schema = FirstlumeSchema(
         Limits,
         ValidatedCache,
         RejectNulCharacters,
+        TokenStillValid,
     ],
 )

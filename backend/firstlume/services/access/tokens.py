@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
-from firstlume.domain.errors import NotFound
+from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.services.access.commands import CreateToken
 from firstlume.services.context import Actor, Context, Unit
 
@@ -65,6 +65,21 @@ async def revoke_token(unit: Unit, actor: Actor, token_id: str) -> ApiToken:
 
 # A token's last use is written at most this often: not a write per request.
 LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+async def revoke_by_admin(session: AsyncSession, token_id: str | None, token: str | None) -> str:
+    """The CLI's revocation (whoever owns the token): by id, or by the token itself."""
+    if (token_id is None) == (token is None):
+        raise InvalidRequest("Give the token's id, or --token with the token itself (one of them).")
+    where = (
+        ApiToken.id == token_id if token_id is not None else ApiToken.token_hash == hash_token(token or "")
+    )
+    row = await session.scalar(select(ApiToken).where(where).with_for_update())
+    if row is None or row.revoked_at is not None:
+        raise NotFound("No such token (or it is revoked already).")
+    row.revoked_at = utcnow()
+    await session.flush()
+    return row.id
 
 
 async def touch_if_stale(ctx: Context, actor: Actor) -> None:
