@@ -8,6 +8,8 @@ import { StackPage } from "./pages/Stack";
 import { StackStatePage } from "./pages/StackState";
 import { RunPage } from "./pages/Run";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
+import { MembersPage } from "./pages/Members";
+import { TokensPage } from "./pages/Tokens";
 
 export function App() {
   const { token } = useAuth();
@@ -23,6 +25,8 @@ export function App() {
         <Route path="stacks/:slug/state" element={<StackStatePage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
+        <Route path="members" element={<MembersPage />} />
+        <Route path="tokens" element={<TokensPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />
         <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
       </Route>

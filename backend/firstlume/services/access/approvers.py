@@ -89,13 +89,13 @@ async def membership_of(session: AsyncSession, org_id: str, user_id: str) -> tup
     return (str(row[0]), list(row[1] or [])) if row else (None, [])
 
 
-async def viewer_verdict(session: AsyncSession, run: Run, user_id: str) -> Verdict:
-    """What the approval panel shows the viewer."""
+async def viewer_verdict(session: AsyncSession, run: Run, user_id: str, *, approving: bool = True) -> Verdict:
+    """What the approval panel shows the viewer: may they approve (or discard) it now, and if not, why."""
     if run.status != RunStatus.AWAITING_APPROVAL:
         return Verdict(False, "the run is not awaiting approval", "invalid_status")
     email = await session.scalar(select(User.email).where(User.id == user_id)) or ""
     role, groups = await membership_of(session, run.org_id, user_id)
-    return verdict(run, email, user_id, role, groups, approving=True)
+    return verdict(run, email, user_id, role, groups, approving=approving)
 
 
 async def require_approver(

@@ -103,10 +103,16 @@ class Approval:
     async def viewer_cannot_approve_reason(self, info: strawberry.Info) -> str | None:
         return (await self._verdict(info)).reason
 
-    async def _verdict(self, info: strawberry.Info) -> Verdict:
+    @strawberry.field(
+        description="Whether the caller may discard this run now (approvers apply; self-approval does not)."
+    )
+    async def viewer_can_discard(self, info: strawberry.Info) -> bool:
+        return (await self._verdict(info, approving=False)).allowed
+
+    async def _verdict(self, info: strawberry.Info, approving: bool = True) -> Verdict:
         actor = info.context.require_actor()
         async with self.loaders.reads.session() as session:
-            return await viewer_verdict(session, self.row, actor.user_id)
+            return await viewer_verdict(session, self.row, actor.user_id, approving=approving)
 
 
 @strawberry.type(description="A variable the plan used: its name and origin, never its value.")
