@@ -306,3 +306,13 @@ def test_the_table_says_what_the_contract_says() -> None:
     assert FORCE_UNLOCK == Role.ADMIN
     assert all(table[f"executor.{n}"] == Open.EXECUTOR for n in ("spec", "finish", "logs", "upload_plan"))
     assert REST["list_orgs"] == Open.SIGNED_IN and GRAPHQL["Query.organization"] == Open.SIGNED_IN
+
+
+def test_the_documented_permission_table_is_the_code_s() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "rest-api.md").read_text()
+    for name, need in REST.items():
+        assert re.search(rf"^\| `{re.escape(name)}` \| [^|]+ \| {need.value} \|$", doc, re.M), name
+    for key, need in GRAPHQL.items():
+        assert f"| `{key}` | {need.value} |" in doc, key
