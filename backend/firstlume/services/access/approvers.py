@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.models import Membership, Run, User
+from firstlume.db.models import Membership, Run
 from firstlume.domain.errors import Forbidden
 from firstlume.domain.inheritance import Resolved
 from firstlume.domain.runs import RunStatus, TriggerKind
@@ -89,13 +89,19 @@ async def membership_of(session: AsyncSession, org_id: str, user_id: str) -> tup
     return (str(row[0]), list(row[1] or [])) if row else (None, [])
 
 
-async def viewer_verdict(session: AsyncSession, run: Run, user_id: str, *, approving: bool = True) -> Verdict:
-    """What the approval panel shows the viewer: may they approve (or discard) it now, and if not, why."""
+async def viewer_verdicts(
+    session: AsyncSession, run: Run, user_id: str, email: str
+) -> tuple[Verdict, Verdict]:
+    """What the approval panel shows the viewer: may they approve, and discard, the run now, and
+    if not, why."""
     if run.status != RunStatus.AWAITING_APPROVAL:
-        return Verdict(False, "the run is not awaiting approval", "invalid_status")
-    email = await session.scalar(select(User.email).where(User.id == user_id)) or ""
+        no = Verdict(False, "the run is not awaiting approval", "invalid_status")
+        return no, no
     role, groups = await membership_of(session, run.org_id, user_id)
-    return verdict(run, email, user_id, role, groups, approving=approving)
+    return (
+        verdict(run, email, user_id, role, groups, approving=True),
+        verdict(run, email, user_id, role, groups, approving=False),
+    )
 
 
 async def require_approver(

@@ -16,7 +16,7 @@ from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.settings import ResolvedPrincipals, ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
-from firstlume.services.access.approvers import Verdict, viewer_verdict
+from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import read_log
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import RunStep
@@ -64,6 +64,7 @@ class Step:
 class Approval:
     row: Private[RunRecord]
     loaders: Private[Loaders]
+    _decided: Private[tuple[Verdict, Verdict] | None] = None
 
     @strawberry.field(description="Whether approval was required, read when the plan finished.")
     def required(self) -> bool | None:
@@ -97,22 +98,26 @@ class Approval:
 
     @strawberry.field(description="Whether the caller may approve this run now.")
     async def viewer_can_approve(self, info: strawberry.Info) -> bool:
-        return (await self._verdict(info)).allowed
-
-    @strawberry.field(description="Why the caller may not approve this run now; null when they may.")
-    async def viewer_cannot_approve_reason(self, info: strawberry.Info) -> str | None:
-        return (await self._verdict(info)).reason
+        return (await self._verdicts(info))[0].allowed
 
     @strawberry.field(
         description="Whether the caller may discard this run now (approvers apply; self-approval does not)."
     )
     async def viewer_can_discard(self, info: strawberry.Info) -> bool:
-        return (await self._verdict(info, approving=False)).allowed
+        return (await self._verdicts(info))[1].allowed
 
-    async def _verdict(self, info: strawberry.Info, approving: bool = True) -> Verdict:
-        actor = info.context.require_actor()
-        async with self.loaders.reads.session() as session:
-            return await viewer_verdict(session, self.row, actor.user_id, approving=approving)
+    @strawberry.field(description="Why the caller may not approve this run now; null when they may.")
+    async def viewer_cannot_approve_reason(self, info: strawberry.Info) -> str | None:
+        return (await self._verdicts(info))[0].reason
+
+    async def _verdicts(self, info: strawberry.Info) -> tuple[Verdict, Verdict]:
+        # Read once for the three fields: one statement (the viewer's membership), none when the
+        # run is not awaiting approval.
+        if self._decided is None:
+            actor = info.context.require_actor()
+            async with self.loaders.reads.session() as session:
+                self._decided = await viewer_verdicts(session, self.row, actor.user_id, actor.email)
+        return self._decided
 
 
 @strawberry.type(description="A variable the plan used: its name and origin, never its value.")
