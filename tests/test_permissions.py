@@ -316,3 +316,24 @@ def test_the_documented_permission_table_is_the_code_s() -> None:
         assert re.search(rf"^\| `{re.escape(name)}` \| [^|]+ \| {need.value} \|$", doc, re.M), name
     for key, need in GRAPHQL.items():
         assert f"| `{key}` | {need.value} |" in doc, key
+
+
+async def test_state_outputs_in_graphql_need_the_operator_role(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await world(ctx, tenant)
+    people = {c.name: c for c in await callers(ctx, tenant)}
+    query = '{ organization(slug: "acme") { stack(slug: "web") { state { serial lock { holder } outputs { name } } } } }'
+    for name, want in [("reader", "forbidden"), ("operator", None), ("admin", None)]:
+        body = (await client.post("/graphql", headers=people[name].headers, json={"query": query})).json()
+        codes = [e["extensions"]["code"] for e in body.get("errors") or []]
+        assert codes == ([want] if want else []), (name, body)
+        if want:
+            assert "outputs" in body["errors"][0]["path"]
+    # Without the outputs, a reader sees the state's serial and lock.
+    safe = '{ organization(slug: "acme") { stack(slug: "web") { state { serial lock { holder } } } } }'
+    body = (await client.post("/graphql", headers=people["reader"].headers, json={"query": safe})).json()
+    assert not body.get("errors") and body["data"]["organization"]["stack"]["state"] == {
+        "serial": None,
+        "lock": None,
+    }

@@ -38,10 +38,11 @@ def parse_role(value: object, field: str = "role") -> Role:
 
 
 class RoleRequired(Forbidden):
-    """403 forbidden, naming the role needed."""
+    """403 forbidden, naming the role needed (`needed`) and the caller's (`role`)."""
 
-    def __init__(self, needed: Role, have: Role) -> None:
-        super().__init__(
+    @classmethod
+    def of(cls, needed: Role, have: Role) -> RoleRequired:
+        return cls(
             f"This needs the {needed.value} role; you are a {have.value} in this organization.",
             needed=needed.value,
             role=have.value,
@@ -52,5 +53,5 @@ def check_role(have: str | None, needed: Role) -> Role:
     """The one check of a member's role against what a route or field needs."""
     role = Role(have) if have in {r.value for r in ORDER} else Role.READER
     if not role.allows(needed):
-        raise RoleRequired(needed, role)
+        raise RoleRequired.of(needed, role)
     return role
