@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
 from firstlume.api.rest import (
+    access_routes,
     drift_routes,
     executor_routes,
     git_routes,
@@ -22,6 +23,7 @@ from firstlume.api.rest import (
     run_routes,
     state_routes,
 )
+from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
@@ -108,9 +110,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *git_routes.routes,
         *drift_routes.routes,
         *notification_routes.routes,
+        *access_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()
+    # Every route checks the role the permission table names; an unlisted route stops the start.
+    routes = guard(routes)
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
     return app

@@ -78,13 +78,37 @@ def cmd_org_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.db.types import utcnow
+    from firstlume.domain.errors import InvalidRequest
     from firstlume.services import accounts
+    from firstlume.services.access.commands import parse_duration
+    from firstlume.services.access.roles import parse_role
+
+    role = parse_role(args.role, "--role") if args.role else None
+    try:
+        expires_at = utcnow() + parse_duration(args.expires_in) if args.expires_in else None
+    except ValueError as error:
+        raise InvalidRequest(f"--expires-in: {error}") from None
 
     async def work(ctx: Any) -> str:
         async with ctx.unit() as unit:
-            return await accounts.create_token(unit.session, args.org, args.user, name=args.name or "")
+            return await accounts.create_token(
+                unit.session, args.org, args.user, name=args.name or "", role=role, expires_at=expires_at
+            )
 
+    # Only the token on stdout (for $(...)); it is shown this once.
     print(_with_context(settings, work))
+    return 0
+
+
+def cmd_token_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from firstlume.services.access import tokens
+
+    async def work(ctx: Any) -> str:
+        async with ctx.unit() as unit:
+            return await tokens.revoke_by_admin(unit.session, args.id, args.token)
+
+    print(f"token {_with_context(settings, work)} revoked", file=sys.stderr)
     return 0
 
 
@@ -172,7 +196,18 @@ def build_parser() -> argparse.ArgumentParser:
     token_create.add_argument("--org", required=True)
     token_create.add_argument("--user", required=True)
     token_create.add_argument("--name")
+    token_create.add_argument(
+        "--role",
+        help="reader, operator or admin (default: admin for an organization's first member, else reader; an existing member keeps theirs)",
+    )
+    token_create.add_argument(
+        "--expires-in", help='how long the token lives, such as "30d", "12h" (default: no expiry)'
+    )
     token_create.set_defaults(handler=cmd_token_create)
+    token_revoke = token.add_parser("revoke", help="revoke a token by its id, or by the token itself")
+    token_revoke.add_argument("id", nargs="?")
+    token_revoke.add_argument("--token", help="the token itself (read from here rather than by id)")
+    token_revoke.set_defaults(handler=cmd_token_revoke)
 
     demo = sub.add_parser("demo", help="seed the demo organization and stack; print the exports")
     demo.add_argument("--host", default="127.0.0.1")

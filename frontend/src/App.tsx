@@ -11,6 +11,8 @@ import { GitDeliveriesPage } from "./pages/GitDeliveries";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
 import { DriftPage, StackDriftPage } from "./pages/Drift";
 import { NotificationsPage } from "./pages/Notifications";
+import { MembersPage } from "./pages/Members";
+import { TokensPage } from "./pages/Tokens";
 
 export function App() {
   const { token } = useAuth();
@@ -30,6 +32,8 @@ export function App() {
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="git" element={<GitDeliveriesPage />} />
+        <Route path="members" element={<MembersPage />} />
+        <Route path="tokens" element={<TokensPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />
         <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
       </Route>

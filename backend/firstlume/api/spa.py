@@ -33,4 +33,4 @@ def spa_routes(static_dir: Path) -> list[BaseRoute]:
             return FileResponse(index, headers={"cache-control": "no-cache"})
         return HTMLResponse(PLACEHOLDER)
 
-    return [Route("/{path:path}", serve, methods=["GET", "HEAD"])]
+    return [Route("/{path:path}", serve, methods=["GET", "HEAD"], name="spa")]

@@ -82,7 +82,9 @@ class Membership(Base):
     id: Mapped[str] = _id()
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    role: Mapped[str] = mapped_column(String(20), default="member")
+    # reader, operator or admin (services/access/roles.py); groups name the member in approvers.
+    role: Mapped[str] = mapped_column(String(20), default="reader")
+    groups: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
 
 
 class ApiToken(Base):
@@ -93,6 +95,8 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class Folder(Base):
@@ -214,6 +218,10 @@ class Run(Base):
     approval_required_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
     confirm_destructive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     confirm_destructive_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    approvers_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    forbid_self_approval_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
     approved_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     acknowledged: Mapped[list[str]] = mapped_column(JSON, default=list)

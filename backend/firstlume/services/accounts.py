@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import ApiToken, Membership, Organization, User
+from firstlume.db.types import utcnow
 from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, Unauthenticated
+from firstlume.services.access.permissions import Need
+from firstlume.services.access.roles import Role, check_role
 from firstlume.services.context import Actor
 from firstlume.services.validation import require_slug, require_str
 
@@ -34,26 +39,55 @@ async def ensure_user(session: AsyncSession, email: str) -> User:
     return user
 
 
-async def ensure_membership(session: AsyncSession, org: Organization, user: User) -> None:
-    existing = await session.scalar(
-        select(Membership.id).where(Membership.org_id == org.id, Membership.user_id == user.id)
+async def ensure_membership(
+    session: AsyncSession, org: Organization, user: User, role: Role | None = None
+) -> Membership:
+    """The user's membership, created when missing: with `role`, or admin for an organization's
+    first member and reader for the others. An existing member's role changes only when given."""
+    membership = await session.scalar(
+        select(Membership).where(Membership.org_id == org.id, Membership.user_id == user.id)
     )
-    if existing is None:
-        session.add(Membership(org_id=org.id, user_id=user.id))
+    if membership is None:
+        if role is None:
+            has_members = await session.scalar(
+                select(Membership.id).where(Membership.org_id == org.id).limit(1)
+            )
+            role = Role.READER if has_members else Role.ADMIN
+        membership = Membership(org_id=org.id, user_id=user.id, role=role.value, groups=[])
+        session.add(membership)
         await session.flush()
+    elif role is not None:
+        membership.role = role.value
+    return membership
 
 
-async def create_token(session: AsyncSession, org_slug: str, email: str, name: str = "") -> str:
+async def create_token(
+    session: AsyncSession,
+    org_slug: str,
+    email: str,
+    name: str = "",
+    *,
+    role: Role | None = None,
+    expires_at: datetime | None = None,
+) -> str:
     """Creates the user and membership when needed; returns the token, which is stored only hashed."""
     org = await session.scalar(select(Organization).where(Organization.slug == org_slug))
     if org is None:
         raise NotFound(f"No organization '{org_slug}'.")
     user = await ensure_user(session, email)
-    await ensure_membership(session, org, user)
+    await ensure_membership(session, org, user, role)
     token = new_token("fl")
-    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), name=name))
+    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), name=name, expires_at=expires_at))
     await session.flush()
     return token
+
+
+INVALID_TOKEN = "The API token is not valid (unknown, revoked or expired)."
+
+
+def _usable(now: datetime) -> ColumnElement[bool]:
+    """A token not revoked and not expired: refused from the moment either happens."""
+    return and_(ApiToken.revoked_at.is_(None), or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now))
 
 
 async def authenticate(session: AsyncSession, token: str | None) -> Actor:
@@ -61,19 +95,28 @@ async def authenticate(session: AsyncSession, token: str | None) -> Actor:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
     row = (
         await session.execute(
-            select(User.id, User.email)
+            select(User.id, User.email, ApiToken.id, ApiToken.last_used_at)
             .join(ApiToken, ApiToken.user_id == User.id)
-            .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
+            .where(ApiToken.token_hash == hash_token(token), _usable(utcnow()))
         )
     ).first()
     if row is None:
-        raise Unauthenticated("The API token is not valid.")
-    return Actor(user_id=row.id, email=row.email)
+        raise Unauthenticated(INVALID_TOKEN)
+    return Actor(user_id=row[0], email=row[1], token_id=row[2], token_last_used_at=row[3])
 
 
-# The caller and, if they are a member, the organization: built once, it runs on every request.
+# The caller, their token and, if they are a member, the organization and their role and groups:
+# built once, it runs on every request.
 _ACTOR_IN_ORG = (
-    select(User.id, User.email, Organization)
+    select(
+        User.id,
+        User.email,
+        ApiToken.id,
+        ApiToken.last_used_at,
+        Organization,
+        Membership.role,
+        Membership.groups,
+    )
     .select_from(ApiToken)
     .join(User, User.id == ApiToken.user_id)
     .outerjoin(
@@ -85,23 +128,40 @@ _ACTOR_IN_ORG = (
         ),
     )
     .outerjoin(Organization, Organization.id == Membership.org_id)
-    .where(ApiToken.token_hash == bindparam("token_hash"), ApiToken.revoked_at.is_(None))
+    .where(
+        ApiToken.token_hash == bindparam("token_hash"),
+        ApiToken.revoked_at.is_(None),
+        or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > bindparam("now")),
+    )
 )
 
 
 async def authenticate_in_org(
-    session: AsyncSession, token: str | None, slug: str
+    session: AsyncSession, token: str | None, slug: str, need: Need
 ) -> tuple[Actor, Organization]:
-    """authenticate, then org_for, in one statement: the start of every REST request."""
+    """authenticate, org_for and the permission check, in one statement: the start of every REST
+    request in an organization. `need` comes from the permission table (services/access)."""
     if not token:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
-    row = (await session.execute(_ACTOR_IN_ORG, {"slug": slug, "token_hash": hash_token(token)})).first()
+    row = (
+        await session.execute(_ACTOR_IN_ORG, {"slug": slug, "token_hash": hash_token(token), "now": utcnow()})
+    ).first()
     if row is None:
-        raise Unauthenticated("The API token is not valid.")
-    user_id, email, org = row
+        raise Unauthenticated(INVALID_TOKEN)
+    user_id, email, token_id, last_used, org, role, groups = row
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
-    return Actor(user_id=user_id, email=email), org
+    actor = Actor(
+        user_id=user_id,
+        email=email,
+        token_id=token_id,
+        token_last_used_at=last_used,
+        role=role,
+        groups=tuple(groups or ()),
+    )
+    if isinstance(need, Role):
+        check_role(role, need)
+    return actor, org
 
 
 async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organization:

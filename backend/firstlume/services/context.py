@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +82,12 @@ class Context:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is calling: a user authenticated by an API token."""
+    """Who is calling: a user authenticated by an API token; in an organization's request, also
+    their role and groups there."""
 
     user_id: str
     email: str
+    token_id: str | None = None
+    token_last_used_at: datetime | None = None
+    role: str | None = None
+    groups: tuple[str, ...] = ()

@@ -56,6 +56,7 @@ from firstlume.protocol.executor import (
     Variable,
 )
 from firstlume.pubsub import run_channel
+from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.state.serials import record_planned_serials
@@ -393,6 +394,7 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
             "approval_required_origin": rules["require_approval"].origin,
             "confirm_destructive": bool(rules["confirm_destructive"].value),
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
+            **recorded_rules(rules),
         }
     target = status_after_plan(run_type, has_changes, bool(recorded.get("approval_required")))
     return await change_status(unit, run, target, actor="executor", **recorded)

@@ -11,6 +11,7 @@ from firstlume.db.models import Organization, ResourceChange, Run, Stack
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import AcknowledgementRequired, CannotCancel, InvalidStatus, NotFound
 from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus, TriggerKind
+from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.transitions import change_status
@@ -88,6 +89,7 @@ async def approve_run(unit: Unit, actor: Actor, run: Run, command: ApproveRun) -
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be approved.", status=run.status
         )
+    await require_approver(unit.session, run, actor.user_id, actor.email, approving=True)
     destructive = await destructive_addresses(unit.session, run.id)
     acknowledged = set(command.acknowledged)
     if run.confirm_destructive:
@@ -111,6 +113,7 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
         )
+    await require_approver(unit.session, run, actor.user_id, actor.email, approving=False)
     return await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email)
 
 

@@ -78,6 +78,8 @@ function TopBar({ org }: { org: string | null }) {
           <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
           <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+          <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
+          <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
         </nav>
       )}
       <div className="spacer" />
@@ -139,6 +141,8 @@ function AccountMenu({ org }: { org: string | null }) {
                 <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
                 <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+                <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
+                <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
               </nav>
             )}
             <div className="menu-who">{viewer?.email}</div>

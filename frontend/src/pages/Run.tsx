@@ -270,16 +270,41 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
                 </span>
               )}
             </p>
+            <p className="small" data-testid="who-may-approve">
+              {run.approval.approvers
+                ? `Who may approve: ${run.approval.approvers.join(", ") || "nobody"}`
+                : "Who may approve: any operator or admin"}
+              {run.configuration.settings && run.configuration.settings.approvers.origin !== "default"
+                ? ` (set by ${originPhrase(run.configuration.settings.approvers.origin)})`
+                : ""}
+              {run.approval.forbidSelfApproval ? "; not the person who started the run, nor the author of the pushed commit." : "."}
+            </p>
+            {!run.approval.viewerCanApprove && run.approval.viewerCannotApproveReason && (
+              <p className="small warning-text" role="note" data-testid="cannot-approve">
+                You cannot approve this run: {run.approval.viewerCannotApproveReason}.
+              </p>
+            )}
           </div>
           <div className="actions">
-            <button className="btn" onClick={() => void discard()} disabled={busy}>
+            <button
+              className="btn"
+              onClick={() => void discard()}
+              disabled={busy || !run.approval.viewerCanDiscard}
+              title={run.approval.viewerCanDiscard ? undefined : (run.approval.viewerCannotApproveReason ?? undefined)}
+            >
               Discard
             </button>
             <button
               className="btn primary"
               onClick={() => void approve()}
-              disabled={busy || !ready}
-              title={missing ? `Tick ${plural(missing, "more resource")} to approve` : undefined}
+              disabled={busy || !ready || !run.approval.viewerCanApprove}
+              title={
+                !run.approval.viewerCanApprove
+                  ? (run.approval.viewerCannotApproveReason ?? undefined)
+                  : missing
+                    ? `Tick ${plural(missing, "more resource")} to approve`
+                    : undefined
+              }
             >
               {missing ? `Approve (${missing} to confirm)` : "Approve"}
             </button>

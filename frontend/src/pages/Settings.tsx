@@ -156,6 +156,12 @@ const SETTINGS = [
     title: "Confirm destructive changes",
     help: "Approving needs a tick for every resource that will be deleted or replaced. Default: off.",
   },
+  {
+    key: "forbidSelfApproval",
+    name: "forbid_self_approval",
+    title: "Forbid self-approval",
+    help: "The person who started a run, or the author of the pushed commit, may not approve it. Default: off.",
+  },
 ] as const;
 
 function SettingsCard({ org, level, settings }: { org: string; level: Level; settings: SettingsViewFragment }) {
@@ -163,7 +169,7 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
   const { busy, error, run } = useAction();
   const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
 
-  const set = (key: "requireApproval" | "confirmDestructive", value: boolean | null) =>
+  const set = (key: "requireApproval" | "confirmDestructive" | "forbidSelfApproval" | "approvers", value: boolean | string[] | null) =>
     run(async () => {
       const { updateSettings } = await mutate(UpdateSettingsDocument,
         { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null });
@@ -212,9 +218,83 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
             </div>
           );
         })}
+        <ApproversSetting
+          explicit={settings.explicit.approvers ?? null}
+          effective={settings.effective.approvers}
+          here={here}
+          inherits={Boolean(level.folder || level.stack)}
+          busy={busy}
+          onSave={(value) => void set("approvers", value)}
+        />
       </div>
       <ErrorBox error={error} />
     </Card>
+  );
+}
+
+/** approvers: "user:<email>" and "group:<name>" entries, or null (any operator or admin). */
+function ApproversSetting({
+  explicit,
+  effective,
+  here,
+  inherits,
+  busy,
+  onSave,
+}: {
+  explicit: string[] | null;
+  effective: { value?: string[] | null; origin: string };
+  here: string;
+  inherits: boolean;
+  busy: boolean;
+  onSave: (value: string[] | null) => void;
+}) {
+  const [text, setText] = useState((explicit ?? []).join(", "));
+  const entries = text
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean);
+  const shown = effective.value ? effective.value.join(", ") || "nobody" : "any operator or admin";
+  return (
+    <div className="setting" data-setting="approvers">
+      <div className="setting-text">
+        <div className="setting-title">
+          Approvers <code>approvers</code>
+        </div>
+        <div className="muted small">
+          Who may approve or discard: <code>user:&lt;email&gt;</code> and <code>group:&lt;name&gt;</code> entries (groups are set on the
+          Members page). Empty: any operator or admin.
+        </div>
+        <div className="effective" data-testid="effective">
+          Effective here: <strong>{shown}</strong>{" "}
+          <span className="muted">{explicit === null ? `inherited from ${originLabel(effective.origin)}` : `set on ${here}`}</span>
+        </div>
+      </div>
+      <form
+        className="approvers-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          onSave(entries.length ? entries : null);
+        }}
+      >
+        <input aria-label="approvers" placeholder="group:sre, user:ada@example.com" value={text} onChange={(e) => setText(e.target.value)} />
+        <button className="btn small" type="submit" disabled={busy}>
+          Save
+        </button>
+        {explicit !== null && (
+          <button
+            className="btn small ghost"
+            type="button"
+            disabled={busy}
+            onClick={() => {
+              setText("");
+              onSave(null);
+            }}
+          >
+            {inherits ? "Inherit" : "Default"}
+          </button>
+        )}
+      </form>
+    </div>
   );
 }
 

@@ -70,6 +70,6 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
 def graphql_routes() -> list[BaseRoute]:
     endpoint = FirstlumeGraphQL(schema, subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL])
     return [
-        Route("/graphql", endpoint, methods=["GET", "POST"]),
-        WebSocketRoute("/graphql", endpoint),
+        Route("/graphql", endpoint, methods=["GET", "POST"], name="graphql"),
+        WebSocketRoute("/graphql", endpoint, name="graphql.ws"),
     ]

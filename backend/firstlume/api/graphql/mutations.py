@@ -11,6 +11,7 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from firstlume.api.graphql.access import AccessMutation
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.errors import (
     AcknowledgementRequiredError,
@@ -211,7 +212,7 @@ def fresh(info: Ctx) -> Loaders:
 
 
 @strawberry.type
-class Mutation:
+class Mutation(AccessMutation):
     @strawberry.mutation(description="Queues a run of the stack.")
     async def start_run(self, info: Ctx, org: str, stack: str, type: RunType) -> StartRunResult:
         async def work() -> Run:

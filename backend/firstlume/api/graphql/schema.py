@@ -13,8 +13,11 @@ from strawberry.types import ExecutionContext
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.mutations import Mutation
+from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
+from firstlume.api.graphql.types.catalog import Organization
+from firstlume.api.graphql.types.state import StackState
 
 # The deepest useful query (organization → stack → runs → nodes → changes → groups → changes →
 # attributes) is 8 levels; folder trees get a few more. Aliases and tokens bound the breadth.
@@ -61,9 +64,14 @@ class FirstlumeSchema(strawberry.Schema):
         log_unexpected(errors, execution_context)
 
 
+# Every root field, and the nested fields that show more than their parent, check the role the
+# permission table names (services/access/permissions.py), before the schema is built.
+RootMutation = merge_types("Mutation", (Mutation, GitMutation))
+guard_fields([Query, RootMutation, Subscription], [StackState, Organization])
+
 schema = FirstlumeSchema(
     query=Query,
-    mutation=merge_types("Mutation", (Mutation, GitMutation)),
+    mutation=RootMutation,
     subscription=Subscription,
     # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
     # comes after the validation cache, whose result it replaces when it refuses.
@@ -74,5 +82,6 @@ schema = FirstlumeSchema(
         Limits,
         ValidatedCache,
         RejectNulCharacters,
+        TokenStillValid,
     ],
 )

@@ -84,6 +84,6 @@ async def stack_history(request: Request) -> Response:
 
 
 routes = [
-    Route(f"{O}/drift", overview, methods=["GET"]),
-    Route(f"{O}/stacks/{{stack}}/drift", stack_history, methods=["GET"]),
+    Route(f"{O}/drift", overview, name="drift.overview", methods=["GET"]),
+    Route(f"{O}/stacks/{{stack}}/drift", stack_history, name="drift.stack", methods=["GET"]),
 ]

@@ -142,15 +142,15 @@ async def finish(request: Request) -> Response:
 E = "/api/v1/executor"
 
 routes = [
-    Route(f"{E}/spec", spec, methods=["GET"]),
-    Route(f"{E}/heartbeat", heartbeat, methods=["POST"]),
-    Route(f"{E}/commit", commit, methods=["POST"]),
-    Route(f"{E}/configuration", configuration, methods=["POST"]),
-    Route(f"{E}/steps", steps, methods=["POST"]),
-    Route(f"{E}/logs", logs, methods=["POST"]),
-    Route(f"{E}/state-backends", state_backends, methods=["POST"]),
-    Route(f"{E}/plan", upload_plan, methods=["POST"]),
-    Route(f"{E}/plan", download_plan, methods=["GET"]),
-    Route(f"{E}/resources", resources, methods=["POST"]),
-    Route(f"{E}/finish", finish, methods=["POST"]),
+    Route(f"{E}/spec", spec, methods=["GET"], name="executor.spec"),
+    Route(f"{E}/heartbeat", heartbeat, methods=["POST"], name="executor.heartbeat"),
+    Route(f"{E}/commit", commit, methods=["POST"], name="executor.commit"),
+    Route(f"{E}/configuration", configuration, methods=["POST"], name="executor.configuration"),
+    Route(f"{E}/steps", steps, methods=["POST"], name="executor.steps"),
+    Route(f"{E}/logs", logs, methods=["POST"], name="executor.logs"),
+    Route(f"{E}/state-backends", state_backends, methods=["POST"], name="executor.state_backends"),
+    Route(f"{E}/plan", upload_plan, methods=["POST"], name="executor.upload_plan"),
+    Route(f"{E}/plan", download_plan, methods=["GET"], name="executor.download_plan"),
+    Route(f"{E}/resources", resources, methods=["POST"], name="executor.resources"),
+    Route(f"{E}/finish", finish, methods=["POST"], name="executor.finish"),
 ]

@@ -106,8 +106,8 @@ async def update_stack(request: Request) -> Response:
 O = "/api/v1/orgs/{org}"
 
 routes = [
-    Route(f"{O}/git/webhook", receive_webhook, methods=["POST"]),
-    Route(f"{O}/git/webhook-secret", rotate_webhook_secret, methods=["POST"]),
-    Route(f"{O}/git/deliveries", list_deliveries, methods=["GET"]),
-    Route(f"{O}/stacks/{{stack}}", update_stack, methods=["PATCH"]),
+    Route(f"{O}/git/webhook", receive_webhook, name="git.webhook", methods=["POST"]),
+    Route(f"{O}/git/webhook-secret", rotate_webhook_secret, name="git.rotate_secret", methods=["POST"]),
+    Route(f"{O}/git/deliveries", list_deliveries, name="git.deliveries", methods=["GET"]),
+    Route(f"{O}/stacks/{{stack}}", update_stack, name="stacks.update", methods=["PATCH"]),
 ]

@@ -149,11 +149,16 @@ async def send_test(request: Request) -> Response:
 
 
 routes = [
-    Route(f"{O}/notifications", list_destinations, methods=["GET"]),
-    Route(f"{O}/notifications", create_destination, methods=["POST"]),
-    Route(f"{O}/notifications/{{id}}", get_destination, methods=["GET"]),
-    Route(f"{O}/notifications/{{id}}", patch_destination, methods=["PATCH"]),
-    Route(f"{O}/notifications/{{id}}", delete_destination, methods=["DELETE"]),
-    Route(f"{O}/notifications/{{id}}/deliveries", list_deliveries, methods=["GET"]),
-    Route(f"{O}/notifications/{{id}}/test", send_test, methods=["POST"]),
+    Route(f"{O}/notifications", list_destinations, name="notifications.list", methods=["GET"]),
+    Route(f"{O}/notifications", create_destination, name="notifications.create", methods=["POST"]),
+    Route(f"{O}/notifications/{{id}}", get_destination, name="notifications.get", methods=["GET"]),
+    Route(f"{O}/notifications/{{id}}", patch_destination, name="notifications.update", methods=["PATCH"]),
+    Route(f"{O}/notifications/{{id}}", delete_destination, name="notifications.delete", methods=["DELETE"]),
+    Route(
+        f"{O}/notifications/{{id}}/deliveries",
+        list_deliveries,
+        name="notifications.deliveries",
+        methods=["GET"],
+    ),
+    Route(f"{O}/notifications/{{id}}/test", send_test, name="notifications.test", methods=["POST"]),
 ]

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json
 from firstlume.api.validation import command
@@ -28,8 +29,9 @@ async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Orga
     """A unit of work for a change made in the organization of the path, by the caller."""
     async with context_of(request).unit() as unit:
         actor, org = await accounts.authenticate_in_org(
-            unit.session, bearer_token(request), request.path_params["org"]
+            unit.session, bearer_token(request), request.path_params["org"], need_of(request)
         )
+        remember_actor(request, actor)
         yield unit, actor, org
 
 
@@ -40,8 +42,9 @@ async def org_read(request: Request, *query: str) -> AsyncIterator[tuple[Session
     check_query(request, query)
     async with context_of(request).db.read() as session:
         actor, org = await accounts.authenticate_in_org(
-            session, bearer_token(request), request.path_params["org"]
+            session, bearer_token(request), request.path_params["org"], need_of(request)
         )
+        remember_actor(request, actor)
         yield session, actor, org
 
 
@@ -59,6 +62,7 @@ async def list_orgs(request: Request) -> Response:
     check_query(request)
     async with context_of(request).db.read() as session:
         actor = await accounts.authenticate(session, bearer_token(request))
+        remember_actor(request, actor)
         orgs = await accounts.orgs_of(session, actor)
         return JSONResponse({"organizations": [{"slug": o.slug, "name": o.name} for o in orgs]})
 

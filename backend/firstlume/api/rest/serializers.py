@@ -87,6 +87,11 @@ def run_json(details: RunDetails) -> dict[str, Any]:
                 "value": run.confirm_destructive,
                 "origin": run.confirm_destructive_origin,
             },
+            "approvers": {"value": run.approvers, "origin": run.approvers_origin},
+            "forbid_self_approval": {
+                "value": run.forbid_self_approval,
+                "origin": run.forbid_self_approval_origin,
+            },
         }
     started = details.started_at
     return {
@@ -119,6 +124,8 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "approval": {
             "required": run.approval_required,
             "confirm_destructive": run.confirm_destructive,
+            "approvers": run.approvers,
+            "forbid_self_approval": run.forbid_self_approval,
             "approved_by": details.approved_by,
             "approved_at": iso(run.approved_at),
             "acknowledged": list(run.acknowledged or []),

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import check_query, context_of, endpoint, int_param
 from firstlume.api.rest.serializers import iso
 from firstlume.domain.errors import InvalidRequest, NotFound
@@ -72,7 +73,10 @@ async def state_change(request: Request) -> AsyncIterator[tuple[Unit, StateCalle
     unit_path = _unit(request)
     async with context_of(request).unit() as unit:
         params = request.path_params
-        caller = await state_caller(unit.session, state_token(request), params["org"], params["stack"])
+        caller = await state_caller(
+            unit.session, state_token(request), params["org"], params["stack"], need_of(request)
+        )
+        remember_actor(request, caller.actor)
         yield unit, caller, unit_path
 
 
@@ -82,7 +86,10 @@ async def state_read(request: Request, *query: str) -> AsyncIterator[tuple[Sessi
     unit_path = _unit(request)
     async with context_of(request).db.read() as session:
         params = request.path_params
-        caller = await state_caller(session, state_token(request), params["org"], params["stack"])
+        caller = await state_caller(
+            session, state_token(request), params["org"], params["stack"], need_of(request)
+        )
+        remember_actor(request, caller.actor)
         yield session, caller, unit_path
 
 

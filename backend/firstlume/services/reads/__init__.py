@@ -12,10 +12,21 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession as Session
 
-from firstlume.db.models import Folder, Organization, PhaseToken, Run, RunStep, Stack, StateHead, Variable
+from firstlume.db.models import (
+    ApiToken,
+    Folder,
+    Organization,
+    PhaseToken,
+    Run,
+    RunStep,
+    Stack,
+    StateHead,
+    Variable,
+)
 from firstlume.services.reads.scope import ReadScope
 
 __all__ = [
+    "ApiToken",
     "Folder",
     "Organization",
     "PhaseToken",

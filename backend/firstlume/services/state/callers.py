@@ -12,6 +12,7 @@ from firstlume.db.models import Organization, Run, Stack
 from firstlume.domain.errors import Forbidden, NotFound
 from firstlume.domain.runs import Phase
 from firstlume.services import accounts, catalog
+from firstlume.services.access.permissions import Need
 from firstlume.services.context import Actor
 from firstlume.services.execution import authenticate_phase
 
@@ -43,8 +44,10 @@ class StateCaller:
 
 
 async def state_caller(
-    session: AsyncSession, token: str | None, org_slug: str, stack_slug: str
+    session: AsyncSession, token: str | None, org_slug: str, stack_slug: str, need: Need
 ) -> StateCaller:
+    """The caller of a state route: an executor's phase token (its own checks), or a person's
+    token, who needs `need` (the permission table's) in the organization."""
     if token and token.startswith(PHASE_TOKEN_PREFIX):
         run, phase_token = await authenticate_phase(session, token)
         found = (
@@ -59,6 +62,6 @@ async def state_caller(
             raise NotFound(f"No stack '{stack_slug}'.")
         org, stack = found
         return StateCaller(org=org, stack=stack, run=run, phase=Phase(phase_token.phase))
-    actor, org = await accounts.authenticate_in_org(session, token, org_slug)
+    actor, org = await accounts.authenticate_in_org(session, token, org_slug, need)
     stack = await catalog.stack_by_slug(session, org, stack_slug)
     return StateCaller(org=org, stack=stack, actor=actor)

@@ -8,6 +8,7 @@ from datetime import datetime
 import strawberry
 from strawberry import Private
 
+from firstlume.api.graphql.access import Member, Token, members_of, role_of, tokens_of
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import drift as drift_types
@@ -55,6 +56,12 @@ class Viewer:
             orgs = await accounts.orgs_of(session, self.actor)
         return [Organization(row=o, loaders=self.loaders) for o in orgs]
 
+    @strawberry.field(
+        description="The caller's API tokens (not revoked), newest first; never the tokens themselves."
+    )
+    async def tokens(self) -> list[Token]:
+        return await tokens_of(self.loaders.reads, self.actor)
+
 
 @strawberry.type
 class Organization:
@@ -67,6 +74,14 @@ class Organization:
 
     def __post_init__(self) -> None:
         self.id, self.slug, self.name = strawberry.ID(self.row.id), self.row.slug, self.row.name
+
+    @strawberry.field(description="Members with their roles and groups, by email.")
+    async def members(self) -> list[Member]:
+        return await members_of(self.loaders.reads, self.row.id)
+
+    @strawberry.field(description="The caller's role here: reader, operator or admin.")
+    async def viewer_role(self, info: strawberry.Info) -> str | None:
+        return await role_of(self.loaders.reads, self.row.id, info.context.require_actor())
 
     @strawberry.field(description="Every folder, by path.")
     async def folders(self) -> list[Folder]:

@@ -13,9 +13,10 @@ from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.plain import filled
-from firstlume.api.graphql.types.settings import ResolvedSetting
+from firstlume.api.graphql.types.settings import ResolvedPrincipals, ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
+from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import read_log
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import RunStep
@@ -63,6 +64,7 @@ class Step:
 class Approval:
     row: Private[RunRecord]
     loaders: Private[Loaders]
+    _decided: Private[tuple[Verdict, Verdict] | None] = None
 
     @strawberry.field(description="Whether approval was required, read when the plan finished.")
     def required(self) -> bool | None:
@@ -84,6 +86,39 @@ class Approval:
     def acknowledged(self) -> list[str]:
         return list(self.row.acknowledged or [])
 
+    @strawberry.field(
+        description='Who may decide: "user:<email>" and "group:<name>" entries; null: any operator or admin.'
+    )
+    def approvers(self) -> list[str] | None:
+        return list(self.row.approvers) if self.row.approvers is not None else None
+
+    @strawberry.field(description="Whether the run's starter (or a push's commit author) may not approve it.")
+    def forbid_self_approval(self) -> bool | None:
+        return self.row.forbid_self_approval
+
+    @strawberry.field(description="Whether the caller may approve this run now.")
+    async def viewer_can_approve(self, info: strawberry.Info) -> bool:
+        return (await self._verdicts(info))[0].allowed
+
+    @strawberry.field(
+        description="Whether the caller may discard this run now (approvers apply; self-approval does not)."
+    )
+    async def viewer_can_discard(self, info: strawberry.Info) -> bool:
+        return (await self._verdicts(info))[1].allowed
+
+    @strawberry.field(description="Why the caller may not approve this run now; null when they may.")
+    async def viewer_cannot_approve_reason(self, info: strawberry.Info) -> str | None:
+        return (await self._verdicts(info))[0].reason
+
+    async def _verdicts(self, info: strawberry.Info) -> tuple[Verdict, Verdict]:
+        # Read once for the three fields: one statement (the viewer's membership), none when the
+        # run is not awaiting approval.
+        if self._decided is None:
+            actor = info.context.require_actor()
+            async with self.loaders.reads.session() as session:
+                self._decided = await viewer_verdicts(session, self.row, actor.user_id, actor.email)
+        return self._decided
+
 
 @strawberry.type(description="A variable the plan used: its name and origin, never its value.")
 class VariableUsage:
@@ -97,6 +132,8 @@ class VariableUsage:
 class RunRules:
     require_approval: ResolvedSetting
     confirm_destructive: ResolvedSetting
+    approvers: ResolvedPrincipals
+    forbid_self_approval: ResolvedSetting
 
 
 @strawberry.type
@@ -118,6 +155,13 @@ class RunConfiguration:
                 ),
                 confirm_destructive=ResolvedSetting(
                     value=bool(run.confirm_destructive), origin=run.confirm_destructive_origin or ""
+                ),
+                approvers=ResolvedPrincipals(
+                    value=list(run.approvers) if run.approvers is not None else None,
+                    origin=run.approvers_origin or "default",
+                ),
+                forbid_self_approval=ResolvedSetting(
+                    value=bool(run.forbid_self_approval), origin=run.forbid_self_approval_origin or "default"
                 ),
             )
         return cls(

@@ -1,0 +1,152 @@
+"""THE permission table: what every REST route (by route name) and every GraphQL root field
+(`Query.x`, `Mutation.x`, `Subscription.x`, and the few nested fields that show more than their
+parent) needs. The REST guard (api/rest/guard.py) and the GraphQL extension
+(api/graphql/permissions.py) read only this table; handlers never check roles themselves.
+
+Adding a route: give it a name (`Route(..., name="things.list")`, else the endpoint's function
+name is its name) and add that name here with what it needs. An unlisted route makes the app
+refuse to start, and tests/test_permissions.py lists every route and field missing here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from firstlume.services.access.roles import Role
+
+
+class Open(StrEnum):
+    """Needs that are not a role in an organization."""
+
+    PUBLIC = "public"  # no token at all: health checks, the SPA, the 404 of unknown API paths
+    SIGNED_IN = "signed_in"  # any valid token, outside any organization (list my organizations)
+    EXECUTOR = "executor"  # an executor's phase token, checked by the executor routes themselves
+
+
+Need = Role | Open
+
+R, O, A = Role.READER, Role.OPERATOR, Role.ADMIN
+
+REST: dict[str, Need] = {
+    # health and the SPA
+    "healthz": Open.PUBLIC,
+    "readyz": Open.PUBLIC,
+    "not_found_route": Open.PUBLIC,
+    "spa": Open.PUBLIC,
+    # each GraphQL field is checked by the GraphQL table below
+    "graphql": Open.PUBLIC,
+    "graphql.ws": Open.PUBLIC,
+    # the executor's protocol: its phase token, checked by the routes (services/execution.py)
+    **{
+        f"executor.{name}": Open.EXECUTOR
+        for name in (
+            "spec",
+            "heartbeat",
+            "commit",
+            "configuration",
+            "steps",
+            "logs",
+            "state_backends",
+            "upload_plan",
+            "download_plan",
+            "resources",
+            "finish",
+        )
+    },
+    # organizations, catalog, settings, variables
+    "list_orgs": Open.SIGNED_IN,
+    "list_stacks": R,
+    "get_stack": R,
+    "create_stack": A,
+    "list_folders": R,
+    "create_folder": A,
+    "get_settings": R,
+    "patch_settings": A,
+    "list_variables": R,  # sensitive values are never shown to anyone
+    "put_variable": A,
+    "delete_variable": A,
+    # runs
+    "start_run": O,
+    "list_stack_runs": R,
+    "list_org_runs": R,
+    "get_run": R,
+    "get_changes": R,
+    "logs": R,
+    "approve": O,  # and the run's approvers (services/access/approvers.py)
+    "discard": O,
+    "cancel": O,
+    # managed state: a person's token needs these roles; an executor's phase token keeps its own
+    # checks (services/state/callers.py)
+    "state.lock_status": R,
+    "state.versions": R,
+    "state.read": O,
+    "state.write": O,
+    "state.lock": O,
+    "state.unlock": O,  # an UNLOCK without a body is a force-unlock: admin (api/rest/guard.py)
+    "state.version": O,
+    "state.outputs": O,
+    "state.delete": A,
+    "state.force_unlock": A,
+    # members and tokens
+    "members.list": R,
+    "members.put": A,
+    "members.delete": A,
+    "tokens.list": R,  # the caller's own tokens
+    "tokens.create": R,
+    "tokens.revoke": R,
+    # Git-driven runs: the webhook authenticates by the host's signature (api/rest/git_routes.py)
+    "git.webhook": Open.PUBLIC,
+    "git.rotate_secret": A,
+    "git.deliveries": R,
+    "stacks.update": A,
+    # drift schedules' results, and notifications (their URLs and secrets are the admins')
+    "drift.overview": R,
+    "drift.stack": R,
+    **{
+        f"notifications.{name}": A
+        for name in ("list", "create", "get", "update", "delete", "deliveries", "test")
+    },
+}
+
+# What an UNLOCK without a body (terraform force-unlock) needs.
+FORCE_UNLOCK: Need = A
+
+# Routes whose token may also be an executor's phase token (their own checks apply to it).
+PHASE_TOKEN_ROUTES = frozenset(name for name in REST if name.startswith("state."))
+
+GRAPHQL: dict[str, Need] = {
+    "Query.viewer": Open.SIGNED_IN,
+    "Query.organizations": Open.SIGNED_IN,
+    "Query.organization": Open.SIGNED_IN,  # null outside the caller's organizations
+    "Mutation.startRun": O,
+    "Mutation.approveRun": O,
+    "Mutation.discardRun": O,
+    "Mutation.cancelRun": O,
+    "Mutation.createFolder": A,
+    "Mutation.createStack": A,
+    "Mutation.updateSettings": A,
+    "Mutation.setVariable": A,
+    "Mutation.deleteVariable": A,
+    "Mutation.forceUnlock": A,
+    "Mutation.setMember": A,
+    "Mutation.removeMember": A,
+    "Mutation.createToken": R,
+    "Mutation.revokeToken": R,
+    "Mutation.updateStack": A,
+    "Mutation.rotateWebhookSecret": A,
+    "Mutation.createNotification": A,
+    "Mutation.updateNotification": A,
+    "Mutation.deleteNotification": A,
+    "Mutation.testNotification": A,
+    "Subscription.runLog": R,
+    "Subscription.runUpdated": R,
+    "Subscription.resourceStates": R,
+    "Subscription.activeRuns": R,
+    # Nested fields that reveal more than their parent: state contents.
+    "StackState.outputs": O,
+    "StateVersion.state": O,
+    # Notification destinations (their URLs may be secrets, as Slack's are): the admins'.
+    "Organization.notifications": A,
+}
+
+ROOT_TYPES = ("Query", "Mutation", "Subscription")

@@ -1,0 +1,111 @@
+"""API tokens a person manages: named, optionally expiring, last use recorded, revocable. Only
+the hash is stored; the token is shown once, when it is created. Open subscriptions of a revoked
+or expired token close within seconds (api/graphql/revocation.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.crypto import hash_token, new_token
+from firstlume.db.models import ApiToken
+from firstlume.db.types import utcnow
+from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.services.access.commands import CreateToken
+from firstlume.services.context import Actor, Context, Unit
+
+
+@dataclass(frozen=True)
+class NewToken:
+    row: ApiToken
+    token: str  # shown once
+
+
+async def list_tokens(session: AsyncSession, actor: Actor) -> list[ApiToken]:
+    """The caller's own tokens, not revoked, newest first."""
+    return list(
+        await session.scalars(
+            select(ApiToken)
+            .where(ApiToken.user_id == actor.user_id, ApiToken.revoked_at.is_(None))
+            .order_by(ApiToken.created_at.desc(), ApiToken.id)
+        )
+    )
+
+
+async def create_token(session: AsyncSession, actor: Actor, command: CreateToken) -> NewToken:
+    lifetime = command.lifetime()
+    token = new_token("fl")
+    row = ApiToken(
+        user_id=actor.user_id,
+        token_hash=hash_token(token),
+        name=command.name,
+        expires_at=utcnow() + lifetime if lifetime else None,
+    )
+    session.add(row)
+    await session.flush()
+    return NewToken(row=row, token=token)
+
+
+async def revoke_token(unit: Unit, actor: Actor, token_id: str) -> ApiToken:
+    """Revokes one of the caller's own tokens (another's is not found)."""
+    row = await unit.session.scalar(
+        select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == actor.user_id).with_for_update()
+        if isinstance(token_id, str) and len(token_id) <= 64
+        else select(ApiToken).where(ApiToken.id.is_(None))
+    )
+    if row is None or row.revoked_at is not None:
+        raise NotFound(f"You have no token '{token_id}'.")
+    row.revoked_at = utcnow()
+    await unit.session.flush()
+    return row
+
+
+# A token's last use is written at most this often: not a write per request.
+LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+async def revoke_by_admin(session: AsyncSession, token_id: str | None, token: str | None) -> str:
+    """The CLI's revocation (whoever owns the token): by id, or by the token itself."""
+    if (token_id is None) == (token is None):
+        raise InvalidRequest("Give the token's id, or --token with the token itself (one of them).")
+    where = (
+        ApiToken.id == token_id if token_id is not None else ApiToken.token_hash == hash_token(token or "")
+    )
+    row = await session.scalar(select(ApiToken).where(where).with_for_update())
+    if row is None or row.revoked_at is not None:
+        raise NotFound("No such token (or it is revoked already).")
+    row.revoked_at = utcnow()
+    await session.flush()
+    return row.id
+
+
+async def touch_if_stale(ctx: Context, actor: Actor) -> None:
+    last = actor.token_last_used_at
+    if actor.token_id is not None and (last is None or utcnow() - last > LAST_USED_PRECISION):
+        await touch(ctx, actor.token_id)
+
+
+async def touch(ctx: Context, token_id: str, now: datetime | None = None) -> None:
+    """Records the token's use (at most once a minute per token: see api/rest/guard.py)."""
+    now = now or utcnow()
+    async with ctx.db.transaction() as session:
+        await session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token_id, or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < now))
+            .values(last_used_at=now)
+        )
+
+
+async def token_usable(session: AsyncSession, token_id: str) -> bool:
+    """Whether the token is still neither revoked nor expired."""
+    row = await session.execute(
+        select(ApiToken.revoked_at, ApiToken.expires_at).where(ApiToken.id == token_id)
+    )
+    found = row.first()
+    if found is None:
+        return False
+    revoked_at, expires_at = found
+    return revoked_at is None and (expires_at is None or expires_at > utcnow())

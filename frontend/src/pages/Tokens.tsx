@@ -1,0 +1,119 @@
+import { useState, type FormEvent } from "react";
+import { useParams } from "react-router";
+import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { dateTime } from "../format";
+import { CreateTokenDocument, RevokeTokenDocument, TokensDocument } from "../graphql/generated";
+
+const LIFETIMES = [
+  { value: "7d", label: "7 days" },
+  { value: "30d", label: "30 days" },
+  { value: "90d", label: "90 days" },
+  { value: "", label: "never" },
+];
+
+/** The caller's own API tokens: create one (shown once), see when each was last used, revoke. */
+export function TokensPage() {
+  const { org = "" } = useParams();
+  const { data, error, loading, refetch } = useApiQuery(TokensDocument, { org });
+  const mutate = useMutate();
+  const { busy, error: actionError, run } = useAction();
+  const [form, setForm] = useState({ name: "", expiresIn: "30d" });
+  const [created, setCreated] = useState<{ name: string; token: string } | null>(null);
+  usePageTitle("API tokens", org);
+  if (!data && loading) return <Loading what="your tokens" />;
+  if (!data?.organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
+  const tokens = data.viewer.tokens;
+
+  const create = (event: FormEvent) => {
+    event.preventDefault();
+    void run(async () => {
+      const { createToken } = await mutate(CreateTokenDocument, { org, name: form.name.trim(), expiresIn: form.expiresIn || null });
+      if (createToken.__typename !== "CreatedToken") return createToken.message;
+      setCreated({ name: createToken.info.name, token: createToken.token });
+      setForm({ ...form, name: "" });
+      await refetch();
+    });
+  };
+  const revoke = (id: string) =>
+    run(async () => {
+      const { revokeToken } = await mutate(RevokeTokenDocument, { org, id });
+      if (revokeToken.__typename !== "Token") return revokeToken.message;
+      await refetch();
+    });
+
+  return (
+    <div className="page">
+      <div className="page-head">
+        <div>
+          <h1>API tokens</h1>
+          <p className="muted">
+            Your tokens, for the API, the CLI and Terraform's http backend ({data.viewer.email}). Only a hash is stored: a token is shown once, when
+            it is created. A revoked or expired token is refused at once, and its open live views close within seconds.
+          </p>
+        </div>
+      </div>
+      {created && (
+        <div className="card token-once" role="status" data-testid="new-token">
+          <p>
+            <strong>{created.name}</strong>: copy it now, it will not be shown again.
+          </p>
+          <code className="mono token-value">{created.token}</code>
+          <button className="btn small" onClick={() => setCreated(null)}>
+            Done
+          </button>
+        </div>
+      )}
+      <Card title="Tokens">
+        {tokens.length === 0 ? (
+          <Empty title="No tokens." />
+        ) : (
+          <table className="table responsive" data-testid="tokens">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Expires</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {tokens.map((t) => (
+                <tr key={t.id} data-token={t.name}>
+                  <td data-label="Name">{t.name || <span className="muted">unnamed</span>}</td>
+                  <td data-label="Created" title={dateTime(t.createdAt)}>
+                    <TimeAgo iso={t.createdAt} />
+                  </td>
+                  <td data-label="Last used">{t.lastUsedAt ? <TimeAgo iso={t.lastUsedAt} /> : <span className="muted">never</span>}</td>
+                  <td data-label="Expires">{t.expiresAt ? dateTime(t.expiresAt) : <span className="muted">never</span>}</td>
+                  <td className="right actions-cell">
+                    <button className="btn small ghost" disabled={busy} onClick={() => void revoke(t.id)} aria-label={`Revoke ${t.name || t.id}`}>
+                      Revoke
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <form className="var-form" onSubmit={create} aria-label="Create a token">
+          <input aria-label="Token name" placeholder="name, such as ci" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
+          <select aria-label="Expires in" value={form.expiresIn} onChange={(e) => setForm({ ...form, expiresIn: e.target.value })}>
+            {LIFETIMES.map((l) => (
+              <option key={l.value} value={l.value}>
+                expires: {l.label}
+              </option>
+            ))}
+          </select>
+          <button className="btn primary" type="submit" disabled={busy}>
+            Create token
+          </button>
+        </form>
+        <ErrorBox error={actionError} />
+      </Card>
+    </div>
+  );
+}
