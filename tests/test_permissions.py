@@ -73,7 +73,8 @@ async def world(ctx: Context, tenant: Tenant) -> dict[str, str]:
     await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///r", "folder": "prod"})
     run_id = await start(ctx, tenant.token, ORG, "web", "plan")
     return {"org": ORG, "stack": "web", "folder": "prod", "name": "region", "run": run_id, "unit": "mod",
-            "serial": "1", "email": "temp@example.com", "token": "no-such-token"}  # fmt: skip
+            "serial": "1", "email": "temp@example.com", "token": "no-such-token",
+            "id": "00000000-0000-0000-0000-000000000000"}  # fmt: skip
 
 
 def expected_for(need: Need, caller: Caller) -> str:
@@ -106,6 +107,13 @@ BODIES = {
     "state.write": lambda n: STATE,
     "state.lock": lambda n: LOCK,
     "state.unlock": lambda n: LOCK,
+    "stacks.update": lambda n: {"trigger": "plan"},
+    "notifications.create": lambda n: {
+        "name": f"n-{n}",
+        "url": "http://127.0.0.1:9/x",
+        "events": ["run.applied"],
+    },
+    "notifications.update": lambda n: {"name": f"n-{n}"},
 }
 NOT_IN_ORGANIZATIONS = {Open.PUBLIC, Open.EXECUTOR, Open.SIGNED_IN}
 
@@ -185,6 +193,12 @@ MUTATIONS = {
     "removeMember": 'removeMember(org: "acme", email: "temp2@example.com")',
     "createToken": 'createToken(org: "acme", name: "g-$n")',
     "revokeToken": 'revokeToken(org: "acme", id: "no-such-token")',
+    "updateStack": 'updateStack(org: "acme", stack: "web", input: {trigger: PLAN})',
+    "rotateWebhookSecret": 'rotateWebhookSecret(org: "acme")',
+    "createNotification": 'createNotification(org: "acme", input: {name: "g-$n", url: "http://127.0.0.1:9/x", events: ["run.applied"]})',
+    "updateNotification": 'updateNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000", input: {name: "x"})',
+    "deleteNotification": 'deleteNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
+    "testNotification": 'testNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
 }
 QUERIES = {
     "viewer": "viewer { email }",
@@ -283,7 +297,7 @@ async def test_every_subscription_allows_and_refuses_as_the_table_says(
 
 SPEC = {
     # platform-api.md §5 and the managed state routes, written out independently of the table.
-    Role.READER: ["list_stacks", "get_stack", "list_folders", "get_settings", "list_variables", "list_stack_runs",
+    Role.READER: ["git.deliveries", "drift.overview", "drift.stack", "list_stacks", "get_stack", "list_folders", "get_settings", "list_variables", "list_stack_runs",
                   "list_org_runs", "get_run", "get_changes", "logs", "state.lock_status", "state.versions",
                   "members.list", "tokens.list", "tokens.create", "tokens.revoke", "Subscription.runLog",
                   "Subscription.runUpdated", "Subscription.resourceStates", "Subscription.activeRuns",
@@ -294,7 +308,11 @@ SPEC = {
     Role.ADMIN: ["create_stack", "create_folder", "patch_settings", "put_variable", "delete_variable",
                  "state.delete", "state.force_unlock", "members.put", "members.delete", "Mutation.createFolder",
                  "Mutation.createStack", "Mutation.updateSettings", "Mutation.setVariable", "Mutation.deleteVariable",
-                 "Mutation.forceUnlock", "Mutation.setMember", "Mutation.removeMember"],
+                 "Mutation.forceUnlock", "Mutation.setMember", "Mutation.removeMember",
+                 "git.rotate_secret", "stacks.update", "Mutation.updateStack", "Mutation.rotateWebhookSecret",
+                 *(f"notifications.{n}" for n in ("list", "create", "get", "update", "delete", "deliveries", "test")),
+                 "Mutation.createNotification", "Mutation.updateNotification", "Mutation.deleteNotification",
+                 "Mutation.testNotification", "Organization.notifications"],
 }  # fmt: skip
 
 
