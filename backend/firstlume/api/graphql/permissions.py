@@ -66,6 +66,10 @@ def guard_fields(roots: list[type], nested: list[type]) -> None:
 
 
 def _org_id_of(source: Any) -> str | None:
+    # An Organization says its own id; other types hold a row or stack of one.
+    own = getattr(source, "permission_org_id", None)
+    if own is not None:
+        return str(own)
     for attribute in ("row", "stack"):
         value = getattr(source, attribute, None)
         if value is not None and hasattr(value, "org_id"):

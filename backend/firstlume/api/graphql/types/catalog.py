@@ -75,6 +75,11 @@ class Organization:
     def __post_init__(self) -> None:
         self.id, self.slug, self.name = strawberry.ID(self.row.id), self.row.slug, self.row.name
 
+    @property
+    def permission_org_id(self) -> str:
+        """Whose role a guarded field of this type checks (api/graphql/permissions.py)."""
+        return str(self.row.id)
+
     @strawberry.field(description="Members with their roles and groups, by email.")
     async def members(self) -> list[Member]:
         return await members_of(self.loaders.reads, self.row.id)
