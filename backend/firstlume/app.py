@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
+from firstlume.api.rest import audit_routes, executor_routes, org_routes, run_routes, state_routes
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
@@ -75,6 +75,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *run_routes.routes,
         *executor_routes.routes,
         *state_routes.routes,
+        *audit_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()

@@ -409,3 +409,7 @@ class StateVersion(Base):
         ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
     )
     run_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
+
+
+# Modules of other features that add tables to Base (imported so that Base.metadata holds them).
+from firstlume.db import models_audit as models_audit  # noqa: E402

@@ -7,7 +7,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import ApiToken, Membership, Organization, User
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, Unauthenticated
+from firstlume.services import audit
 from firstlume.services.context import Actor
 from firstlume.services.validation import require_slug, require_str
 
@@ -19,6 +21,9 @@ async def create_org(session: AsyncSession, slug: str, name: str | None = None) 
     org = Organization(slug=slug, name=name or slug)
     session.add(org)
     await session.flush()
+    await audit.record(
+        session, org, AuditAction.ORGANIZATION_CREATE, f"organization:{slug}", {"name": org.name}
+    )
     return org
 
 
@@ -51,8 +56,12 @@ async def create_token(session: AsyncSession, org_slug: str, email: str, name: s
     user = await ensure_user(session, email)
     await ensure_membership(session, org, user)
     token = new_token("fl")
-    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), name=name))
+    row = ApiToken(user_id=user.id, token_hash=hash_token(token), name=name)
+    session.add(row)
     await session.flush()
+    await audit.record(
+        session, org, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"user": email, "name": name}
+    )
     return token
 
 
@@ -61,19 +70,19 @@ async def authenticate(session: AsyncSession, token: str | None) -> Actor:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
     row = (
         await session.execute(
-            select(User.id, User.email)
+            select(User.id, User.email, ApiToken.id.label("token_id"))
             .join(ApiToken, ApiToken.user_id == User.id)
             .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
         )
     ).first()
     if row is None:
         raise Unauthenticated("The API token is not valid.")
-    return Actor(user_id=row.id, email=row.email)
+    return Actor(user_id=row.id, email=row.email, token_id=row.token_id)
 
 
 # The caller and, if they are a member, the organization: built once, it runs on every request.
 _ACTOR_IN_ORG = (
-    select(User.id, User.email, Organization)
+    select(User.id, User.email, ApiToken.id, Organization)
     .select_from(ApiToken)
     .join(User, User.id == ApiToken.user_id)
     .outerjoin(
@@ -98,10 +107,12 @@ async def authenticate_in_org(
     row = (await session.execute(_ACTOR_IN_ORG, {"slug": slug, "token_hash": hash_token(token)})).first()
     if row is None:
         raise Unauthenticated("The API token is not valid.")
-    user_id, email, org = row
+    user_id, email, token_id, org = row
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
-    return Actor(user_id=user_id, email=email), org
+    actor = Actor(user_id=user_id, email=email, token_id=token_id)
+    audit.bind_actor(session, actor)
+    return actor, org
 
 
 async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organization:
@@ -114,6 +125,7 @@ async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organizatio
     )
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
+    audit.bind_actor(session, actor)
     return org
 
 

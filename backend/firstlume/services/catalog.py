@@ -7,7 +7,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, NotFound
+from firstlume.services import audit
 from firstlume.services.commands import CreateFolder, CreateStack
 
 
@@ -43,6 +45,7 @@ async def ensure_folder(
             folder = Folder(org_id=org.id, parent_id=parent.id if parent else None, name=segment, path=prefix)
             session.add(folder)
             await session.flush()
+            await audit.record(session, org, AuditAction.FOLDER_CREATE, f"folder:{prefix}")
             created = True
         parent = folder
     assert parent is not None
@@ -97,4 +100,21 @@ async def create_stack(
     if command.git_ssh_key is not None:
         stack.git_ssh_key_sealed = keyring.encrypt_text(command.git_ssh_key, git_context)
     await session.flush()
+    await audit.record(
+        session, stack, AuditAction.STACK_CREATE, f"stack:{slug}", stack_fields(stack, command)
+    )
     return stack
+
+
+def stack_fields(stack: Stack, command: CreateStack) -> dict[str, object]:
+    """A stack as its audit row shows it: credentials by name only, and none in the URL."""
+    return {
+        "name": stack.name,
+        "repository": audit.without_credentials(stack.repository),
+        "branch": stack.branch,
+        "path": stack.path,
+        "folder": command.folder,
+        "credentials": [
+            name for name in ("git_https_token", "git_ssh_key") if getattr(command, name) is not None
+        ],
+    }

@@ -78,3 +78,5 @@ class Actor:
 
     user_id: str
     email: str
+    # The API token the request came with (the audit trail records it).
+    token_id: str | None = None

@@ -13,9 +13,11 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession as Session
 
 from firstlume.db.models import Folder, Organization, PhaseToken, Run, RunStep, Stack, StateHead, Variable
+from firstlume.db.models_audit import AuditEntry
 from firstlume.services.reads.scope import ReadScope
 
 __all__ = [
+    "AuditEntry",
     "Folder",
     "Organization",
     "PhaseToken",
