@@ -7,6 +7,7 @@ import { StacksPage } from "./pages/Stacks";
 import { StackPage } from "./pages/Stack";
 import { StackStatePage } from "./pages/StackState";
 import { RunPage } from "./pages/Run";
+import { AuditPage } from "./pages/Audit";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
 
 export function App() {
@@ -23,6 +24,7 @@ export function App() {
         <Route path="stacks/:slug/state" element={<StackStatePage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
+        <Route path="audit" element={<AuditPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />
         <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
       </Route>

@@ -75,6 +75,7 @@ function TopBar({ org }: { org: string | null }) {
         <nav className="top-nav" aria-label="Main">
           <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+          <NavLink to={`/orgs/${org}/audit`}>Audit</NavLink>
         </nav>
       )}
       <div className="spacer" />
@@ -133,6 +134,7 @@ function AccountMenu({ org }: { org: string | null }) {
               <nav aria-label="Main (menu)">
                 <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
+                <NavLink to={`/orgs/${org}/audit`}>Audit</NavLink>
               </nav>
             )}
             <div className="menu-who">{viewer?.email}</div>
