@@ -441,3 +441,30 @@ def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: Path) -
     ]
     assert rows[0]["details"] == {"user": "peter@example.com", "name": "laptop"}
     assert token not in json.dumps(rows)
+
+
+async def test_a_run_no_person_started_is_recorded_as_the_system(
+    client: httpx.AsyncClient, tenant: Tenant, ctx: Context
+) -> None:
+    """A push or the drift schedule starts runs in no person's name: actor "system", and who
+    stands behind it in the details."""
+    from conftest import make_stack
+    from firstlume.domain.runs import RunType, TriggerKind
+    from firstlume.services import accounts, catalog, runs
+    from firstlume.services.commands import StartRun
+
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    async with ctx.unit() as unit:
+        org = await accounts.authenticate_in_org(unit.session, tenant.token, tenant.org)
+        stack = await catalog.stack_by_slug(unit.session, org[1], "net")
+        trigger = runs.Trigger(kind=TriggerKind.PUSH, by="git:linus@example.com", commit="a" * 40)
+        await runs.start_run(unit, None, stack, StartRun(type=RunType.PLAN), trigger=trigger)
+    [row] = await audit_rows(client, tenant, action="run.start")
+    assert (row["actor"], row["token"], row["via"]) == ("system", None, "system")
+    assert row["details"] == {
+        "number": 1,
+        "type": "plan",
+        "trigger": "push",
+        "by": "git:linus@example.com",
+        "commit": "a" * 40,
+    }

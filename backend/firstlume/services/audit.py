@@ -86,17 +86,18 @@ async def record(
     *,
     stack: str | None = None,
     actor: Actor | None = None,
+    by_system: bool = False,
 ) -> AuditEntry:
     """Adds the audit row of a change to the change's session: it commits with the change or not
     at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of the stack
     concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
-    actor, else "system"."""
+    actor, else "system"; `by_system` records "system" whoever is bound (a push, the schedule)."""
     details = dict(details or {})
     secrets = secret_keys_in(details)
     if secrets:
         # A programming error: the caller must record names, not values.
         raise ValueError(f"audit details must not hold secrets or values: {', '.join(secrets)}")
-    who = actor or bound_actor(session)
+    who = None if by_system else actor or bound_actor(session)
     origin = current_origin()
     if stack is None and isinstance(org, Stack):
         stack = org.slug

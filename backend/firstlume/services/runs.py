@@ -66,7 +66,9 @@ async def start_run(
     details: dict[str, object] = {"number": run.number, "type": RunType(run.type).value}
     if trigger is not None:
         details |= {"trigger": trigger.kind.value, "by": trigger.by, "commit": trigger.commit}
-    await audit.record(session, stack, AuditAction.RUN_START, f"run:{run.id}", details, actor=actor)
+    await audit.record(
+        session, stack, AuditAction.RUN_START, f"run:{run.id}", details, actor=actor, by_system=actor is None
+    )
     return run
 
 
