@@ -94,13 +94,13 @@ export function AuditPage() {
         </div>
       </div>
       <form className="audit-filters" onSubmit={apply} key={params.toString()} aria-label="Filter the audit trail">
-        <label>
-          Actor
-          <input name="actor" defaultValue={filters.actor} placeholder="ada@example.com or system" />
-        </label>
-        <label>
-          Action
-          <select name="action" defaultValue={filters.action}>
+        <div className="audit-field">
+          <label htmlFor="audit-actor">Actor</label>
+          <input id="audit-actor" name="actor" defaultValue={filters.actor} placeholder="ada@example.com or system" />
+        </div>
+        <div className="audit-field">
+          <label htmlFor="audit-action">Action</label>
+          <select id="audit-action" name="action" defaultValue={filters.action}>
             <option value="">Any action</option>
             {ACTIONS.map(([group, names]) => (
               <optgroup key={group} label={group}>
@@ -112,19 +112,19 @@ export function AuditPage() {
               </optgroup>
             ))}
           </select>
-        </label>
-        <label>
-          Stack
-          <input name="stack" defaultValue={filters.stack} placeholder="slug" />
-        </label>
-        <label>
-          From (UTC)
-          <input name="from" type="date" defaultValue={filters.from} />
-        </label>
-        <label>
-          To (UTC)
-          <input name="to" type="date" defaultValue={filters.to} />
-        </label>
+        </div>
+        <div className="audit-field">
+          <label htmlFor="audit-stack">Stack</label>
+          <input id="audit-stack" name="stack" defaultValue={filters.stack} placeholder="slug" />
+        </div>
+        <div className="audit-field">
+          <label htmlFor="audit-from">From (UTC)</label>
+          <input id="audit-from" name="from" type="date" defaultValue={filters.from} />
+        </div>
+        <div className="audit-field">
+          <label htmlFor="audit-to">To (UTC)</label>
+          <input id="audit-to" name="to" type="date" defaultValue={filters.to} />
+        </div>
         <div className="audit-filter-actions">
           <button className="btn primary" type="submit">
             Filter
