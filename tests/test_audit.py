@@ -121,6 +121,16 @@ async def test_changes_through_rest_and_graphql_leave_one_row_each_with_names_on
         await client.request("LOCK", f"{O}/stacks/net/state/lock", content=lock, headers=h)
     ).status_code == 200
     assert (await client.delete(f"{O}/stacks/net/state/lock", headers=h)).status_code == 200
+    # A person's state write (Terraform's http backend by hand): recorded without the state.
+    state = {
+        "version": 4,
+        "serial": 1,
+        "lineage": "lin-1",
+        "outputs": {"pw": {"value": SENSITIVE_VALUE, "type": "string", "sensitive": True}},
+        "resources": [],
+    }
+    written = await client.post(f"{O}/stacks/net/state", content=json.dumps(state), headers=h)
+    assert written.status_code == 200, written.text
     assert (await client.delete(f"{O}/stacks/net/state", headers=h)).status_code in (200, 204)
 
     rows = await audit_rows(client, tenant, limit=500)
@@ -143,6 +153,7 @@ async def test_changes_through_rest_and_graphql_leave_one_row_each_with_names_on
         "run.start",
         "run.approve",
         "state.force_unlock",
+        "state.write",
         "state.delete",
     ]
     by_action: dict[str, list[dict[str, Any]]] = {}
@@ -194,6 +205,8 @@ async def test_changes_through_rest_and_graphql_leave_one_row_each_with_names_on
         "holder": tenant.email,
     }
     assert by_action["state.force_unlock"][0]["target"] == "state:net:."
+    assert by_action["state.write"][0]["details"] == {"unit": ".", "serial": 1, "lineage": "lin-1"}
+    assert by_action["state.delete"][0]["details"] == {"unit": ".", "versions": 1}
 
     # No audit row holds a variable's value or a secret, nor does any other plaintext column: the
     # whole database as text, and on SQLite the file's bytes (WAL included). (The stack's own

@@ -49,6 +49,7 @@ class AuditAction(StrEnum):
     NOTIFICATION_UPDATE = "notification.update"
     NOTIFICATION_DELETE = "notification.delete"
 
+    STATE_WRITE = "state.write"
     STATE_FORCE_UNLOCK = "state.force_unlock"
     STATE_DELETE = "state.delete"
 

@@ -14,7 +14,7 @@ const ACTIONS: [string, string[]][] = [
   ["Runs", ["run.start", "run.approve", "run.discard", "run.cancel"]],
   ["Settings and variables", ["settings.update", "variable.set", "variable.delete"]],
   ["Stacks and folders", ["stack.create", "stack.update", "stack.delete", "folder.create", "folder.update", "folder.delete"]],
-  ["State", ["state.force_unlock", "state.delete"]],
+  ["State", ["state.write", "state.force_unlock", "state.delete"]],
   ["Access", ["organization.create", "token.create", "token.revoke", "member.update", "member.remove", "git.webhook_secret.rotate"]],
   ["Notifications", ["notification.create", "notification.update", "notification.delete"]],
 ];
@@ -162,7 +162,7 @@ export function AuditPage() {
                       <td data-label="When" className="nowrap">
                         <TimeAgo iso={entry.time} />
                       </td>
-                      <td data-label="Actor" className="wrap">{entry.actor}</td>
+                      <td data-label="Actor" className="audit-actor">{entry.actor}</td>
                       <td data-label="Action" className="mono small">{entry.action}</td>
                       <td data-label="Target" className="mono small wrap">
                         <Target org={org} entry={entry} />

@@ -66,6 +66,16 @@ async def write_state(
     session.add(version)
     head.serial, head.lineage = document.serial, document.lineage
     await session.flush()
+    if caller.actor is not None:
+        # A person's write (Terraform's http backend by hand); a run's are in its own record.
+        await audit.record(
+            session,
+            caller.stack,
+            AuditAction.STATE_WRITE,
+            f"state:{caller.stack.slug}:{unit}",
+            {"unit": unit, "serial": document.serial, "lineage": document.lineage},
+            actor=caller.actor,
+        )
     return Written(version, created=True)
 
 
