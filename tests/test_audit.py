@@ -419,7 +419,7 @@ async def test_graphql_reads_the_same_trail_with_filters_and_pages(
     assert "run.start" in bad["errors"][0]["message"]
 
 
-def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: Path) -> None:
+async def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: Path) -> None:
     env = {
         **os.environ,
         "FIRSTLUME_DATABASE_URL": database_url,
@@ -438,14 +438,16 @@ def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: Path) -
     token = firstlume(
         "token", "create", "--org", "initech", "--user", "peter@example.com", "--name", "laptop"
     )
-    from starlette.testclient import TestClient
-
     from firstlume.app import create_app
     from firstlume.settings import Settings
 
     app = create_app(Settings.from_env({**env, "FIRSTLUME_SCHEDULER": "off"}))
-    with TestClient(app) as http:
-        response = http.get("/api/v1/orgs/initech/audit", headers={"Authorization": f"Bearer {token}"})
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            response = await http.get(
+                "/api/v1/orgs/initech/audit", headers={"Authorization": f"Bearer {token}"}
+            )
     assert response.status_code == 200, response.text
     rows = response.json()["entries"]
     assert [(r["action"], r["actor"], r["via"]) for r in rows] == [
