@@ -483,3 +483,39 @@ async def test_a_run_no_person_started_is_recorded_as_the_system(
         "by": "git:linus@example.com",
         "commit": "a" * 40,
     }
+
+
+async def test_graphql_mutations_are_audited_as_graphql(
+    client: httpx.AsyncClient, tenant: Tenant, ctx: Context
+) -> None:
+    await data(
+        client,
+        tenant,
+        'mutation { createStack(org: "acme", input: {slug: "net", repository: "file:///repo", '
+        'gitHttpsToken: "' + HTTPS_TOKEN + '"}) { __typename } }',
+    )
+    await data(
+        client,
+        tenant,
+        'mutation { updateSettings(org: "acme", stack: "net", input: {confirmDestructive: true}) { __typename } }',
+    )
+    await data(
+        client,
+        tenant,
+        'mutation { setVariable(org: "acme", stack: "net", name: "TOKEN", value: "'
+        + SENSITIVE_VALUE
+        + '", sensitive: true) { __typename } }',
+    )
+    await data(
+        client, tenant, 'mutation { deleteVariable(org: "acme", stack: "net", name: "TOKEN") { __typename } }'
+    )
+    rows = await audit_rows(client, tenant, stack="net")
+    assert [(r["action"], r["via"], r["actor"]) for r in reversed(rows)] == [
+        ("stack.create", "graphql", tenant.email),
+        ("settings.update", "graphql", tenant.email),
+        ("variable.set", "graphql", tenant.email),
+        ("variable.delete", "graphql", tenant.email),
+    ]
+    assert rows[-1]["details"]["credentials"] == ["git_https_token"]
+    text = json.dumps(rows)
+    assert SENSITIVE_VALUE not in text and HTTPS_TOKEN not in text
