@@ -46,7 +46,7 @@ def test_the_audit_page_lists_changes_and_filters_them(
     make_changes(api)
     page = ui.open(ui.sizes[size])
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/audit")
-    expect(page).to_have_title("Audit · Firstlume")
+    expect(page).to_have_title(f"Audit · {tenant.org} · Firstlume")
     rows = page.get_by_test_id("audit-entry")
     # organization.create and token.create (made by the test's set-up), then the five changes (a
     # LOCK is Terraform's everyday work, not audited; the force-unlock is).

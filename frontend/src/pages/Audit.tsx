@@ -38,7 +38,7 @@ export function AuditPage() {
     from: params.get("from") ?? "",
     to: params.get("to") ?? "",
   };
-  usePageTitle("Audit");
+  usePageTitle("Audit", org);
   const variables = {
     org,
     first: PAGE,
