@@ -312,7 +312,7 @@ SPEC = {
                  "git.rotate_secret", "stacks.update", "Mutation.updateStack", "Mutation.rotateWebhookSecret",
                  *(f"notifications.{n}" for n in ("list", "create", "get", "update", "delete", "deliveries", "test")),
                  "Mutation.createNotification", "Mutation.updateNotification", "Mutation.deleteNotification",
-                 "Mutation.testNotification", "Organization.notifications"],
+                 "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit"],
 }  # fmt: skip
 
 

@@ -141,6 +141,11 @@ def test_every_screen_fits_the_width_and_passes_axe(size: str, ui: UI, tenant: T
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
     ui.check_screen(page, f"{size}-stack-settings")
 
+    page.goto(f"/orgs/{org}/audit")
+    expect(page.get_by_test_id("audit-entry").filter(has_text="run.start")).to_have_count(2)
+    expect(page).to_have_title(f"Audit · {org} · Firstlume")
+    ui.check_screen(page, f"{size}-audit")
+
 
 def test_on_a_phone_the_active_runs_are_a_header_button_and_a_drawer(
     ui: UI, tenant: Tenant, runs: Runs

@@ -15,6 +15,7 @@ from firstlume.api import health
 from firstlume.api.graphql.app import graphql_routes
 from firstlume.api.rest import (
     access_routes,
+    audit_routes,
     drift_routes,
     executor_routes,
     git_routes,
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *drift_routes.routes,
         *notification_routes.routes,
         *access_routes.routes,
+        *audit_routes.routes,
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()

@@ -17,11 +17,14 @@ T = TypeVar("T")
 
 def _with_context(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
     from firstlume.db.engine import Database
+    from firstlume.domain.audit import AuditVia
     from firstlume.keys import load_keyring
     from firstlume.pubsub import PubSub
+    from firstlume.services.audit import entered_via
     from firstlume.services.context import Context
 
     async def main() -> T:
+        entered_via(AuditVia.CLI)
         db = Database(settings.database_url)
         try:
             ctx = Context(

@@ -8,6 +8,7 @@ import { StackPage } from "./pages/Stack";
 import { StackStatePage } from "./pages/StackState";
 import { RunPage } from "./pages/Run";
 import { GitDeliveriesPage } from "./pages/GitDeliveries";
+import { AuditPage } from "./pages/Audit";
 import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
 import { DriftPage, StackDriftPage } from "./pages/Drift";
 import { NotificationsPage } from "./pages/Notifications";
@@ -34,6 +35,7 @@ export function App() {
         <Route path="git" element={<GitDeliveriesPage />} />
         <Route path="members" element={<MembersPage />} />
         <Route path="tokens" element={<TokensPage />} />
+        <Route path="audit" element={<AuditPage />} />
         <Route path="folders/*" element={<FolderSettingsPage />} />
         <Route path="*" element={<NotFoundPage title="There is nothing at this address." />} />
       </Route>

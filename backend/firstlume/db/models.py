@@ -428,5 +428,8 @@ class StateVersion(Base):
 
 import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables join this metadata)
 
+# Modules of other features that add tables to Base (imported so that Base.metadata holds them).
+from firstlume.db import models_audit as models_audit  # noqa: E402
+
 # Tables of drift schedules and notifications (a module of their own, the same metadata).
 from firstlume.db import models_drift as _models_drift  # noqa: E402, F401

@@ -10,7 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import ApiToken, Membership, Organization, User
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, Unauthenticated
+from firstlume.services import audit
 from firstlume.services.access.permissions import Need
 from firstlume.services.access.roles import Role, check_role
 from firstlume.services.context import Actor
@@ -24,6 +26,9 @@ async def create_org(session: AsyncSession, slug: str, name: str | None = None) 
     org = Organization(slug=slug, name=name or slug)
     session.add(org)
     await session.flush()
+    await audit.record(
+        session, org, AuditAction.ORGANIZATION_CREATE, f"organization:{slug}", {"name": org.name}
+    )
     return org
 
 
@@ -77,8 +82,12 @@ async def create_token(
     user = await ensure_user(session, email)
     await ensure_membership(session, org, user, role)
     token = new_token("fl")
-    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), name=name, expires_at=expires_at))
+    row = ApiToken(user_id=user.id, token_hash=hash_token(token), name=name, expires_at=expires_at)
+    session.add(row)
     await session.flush()
+    await audit.record(
+        session, org, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"user": email, "name": name}
+    )
     return token
 
 
@@ -161,6 +170,7 @@ async def authenticate_in_org(
     )
     if isinstance(need, Role):
         check_role(role, need)
+    audit.bind_actor(session, actor)
     return actor, org
 
 
@@ -174,6 +184,7 @@ async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organizatio
     )
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
+    audit.bind_actor(session, actor)
     return org
 
 

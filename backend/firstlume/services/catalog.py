@@ -7,8 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, NotFound
 from firstlume.domain.git import StackTrigger
+from firstlume.services import audit
 from firstlume.services.commands import CreateFolder, CreateStack, UpdateStack
 
 
@@ -44,6 +46,7 @@ async def ensure_folder(
             folder = Folder(org_id=org.id, parent_id=parent.id if parent else None, name=segment, path=prefix)
             session.add(folder)
             await session.flush()
+            await audit.record(session, org, AuditAction.FOLDER_CREATE, f"folder:{prefix}")
             created = True
         parent = folder
     assert parent is not None
@@ -99,6 +102,9 @@ async def create_stack(
     if command.git_ssh_key is not None:
         stack.git_ssh_key_sealed = keyring.encrypt_text(command.git_ssh_key, git_context)
     await session.flush()
+    await audit.record(
+        session, stack, AuditAction.STACK_CREATE, f"stack:{slug}", stack_fields(stack, command)
+    )
     return stack
 
 
@@ -115,4 +121,29 @@ async def update_stack(session: AsyncSession, stack: Stack, command: UpdateStack
     if rebase or not is_on:
         stack.git_seen_commit = None
     await session.flush()
+    await audit.record(
+        session,
+        stack,
+        AuditAction.STACK_UPDATE,
+        f"stack:{stack.slug}",
+        {
+            name: audit.without_credentials(value) if name == "repository" else value
+            for name, value in command.model_dump(include=command.model_fields_set, mode="json").items()
+        },
+        stack=stack.slug,
+    )
     return rebase
+
+
+def stack_fields(stack: Stack, command: CreateStack) -> dict[str, object]:
+    """A stack as its audit row shows it: credentials by name only, and none in the URL."""
+    return {
+        "name": stack.name,
+        "repository": audit.without_credentials(stack.repository),
+        "branch": stack.branch,
+        "path": stack.path,
+        "folder": command.folder,
+        "credentials": [
+            name for name in ("git_https_token", "git_ssh_key") if getattr(command, name) is not None
+        ],
+    }

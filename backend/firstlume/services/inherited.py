@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Organization, Stack, Variable
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import SECRET_SETTINGS, AuditAction
 from firstlume.domain.errors import NotFound
 from firstlume.domain.inheritance import (
     SETTING_NAMES,
@@ -18,6 +19,7 @@ from firstlume.domain.inheritance import (
     Resolved,
     resolve_variables,
 )
+from firstlume.services import audit
 from firstlume.services.catalog import folder_chain
 from firstlume.services.commands import PatchSettings, PutVariable
 
@@ -55,9 +57,41 @@ async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, R
     return resolved
 
 
-def patch_settings(scope: Scope, command: PatchSettings) -> None:
+def scope_target(scope: Scope) -> str:
+    """The scope as the audit trail names it: "organization:acme", "folder:prod/eu", "stack:net"."""
+    if isinstance(scope, Organization):
+        return f"organization:{scope.slug}"
+    if isinstance(scope, Folder):
+        return f"folder:{scope.path}"
+    return f"stack:{scope.slug}"
+
+
+def _audit_stack(scope: Scope) -> str | None:
+    return scope.slug if isinstance(scope, Stack) else None
+
+
+async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSettings) -> None:
+    """Sets the given settings at this level, and records which changed (with their old and new
+    values, but for secret ones)."""
+    changed = []
     for name, value in command.changes().items():
+        old = getattr(scope, name)
+        if old == value:
+            continue
         setattr(scope, name, value)
+        changed.append(
+            {"setting": name} if name in SECRET_SETTINGS else {"setting": name, "old": old, "new": value}
+        )
+    await session.flush()
+    if changed:
+        await audit.record(
+            session,
+            org_id_of(scope),
+            AuditAction.SETTINGS_UPDATE,
+            scope_target(scope),
+            {"changes": changed},
+            stack=_audit_stack(scope),
+        )
 
 
 # Variables -------------------------------------------------------------------------------------
@@ -90,6 +124,7 @@ async def put_variable(
             Variable.name == name,
         )
     )
+    created = variable is None
     if variable is None:
         variable = Variable(org_id=org_id, scope=scope_label, scope_id=scope.id, name=name)
         session.add(variable)
@@ -100,6 +135,21 @@ async def put_variable(
     )
     variable.updated_at = utcnow()
     await session.flush()
+    # The name, never the value (sensitive or not).
+    await audit.record(
+        session,
+        org_id,
+        AuditAction.VARIABLE_SET,
+        f"variable:{name}",
+        {
+            "name": name,
+            "scope": scope_target(scope),
+            "kind": variable.kind,
+            "sensitive": variable.sensitive,
+            "created": created,
+        },
+        stack=_audit_stack(scope),
+    )
     return variable
 
 
@@ -115,6 +165,14 @@ async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> Non
     )
     if result.rowcount == 0:  # type: ignore[attr-defined]
         raise NotFound(f"No variable '{name}' here.")
+    await audit.record(
+        session,
+        org_id,
+        AuditAction.VARIABLE_DELETE,
+        f"variable:{name}",
+        {"name": name, "scope": scope_target(scope)},
+        stack=_audit_stack(scope),
+    )
 
 
 def reveal(keyring: KeyRing, variable: Variable) -> str:

@@ -9,8 +9,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, ResourceChange, Run, Stack
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AcknowledgementRequired, CannotCancel, InvalidStatus, NotFound
-from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus, TriggerKind
+from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
+from firstlume.services import audit
 from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
@@ -59,8 +61,23 @@ async def start_run(
         variables_used=[],
         state_backends=[],
     )
-    return await change_status(
+    run = await change_status(
         unit, run, INITIAL, actor=actor.email if actor else trigger.by if trigger else None
+    )
+    details: dict[str, object] = {"number": run.number, "type": RunType(run.type).value}
+    if trigger is not None:
+        details |= {"trigger": trigger.kind.value, "by": trigger.by, "commit": trigger.commit}
+    await audit.record(
+        session, stack, AuditAction.RUN_START, f"run:{run.id}", details, actor=actor, by_system=actor is None
+    )
+    return run
+
+
+async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **details: object) -> None:
+    stack = await unit.session.get(Stack, run.stack_id)
+    assert stack is not None
+    await audit.record(
+        unit.session, stack, action, f"run:{run.id}", {"number": run.number, **details}, actor=actor
     )
 
 
@@ -97,7 +114,7 @@ async def approve_run(unit: Unit, actor: Actor, run: Run, command: ApproveRun) -
         if missing:
             raise AcknowledgementRequired(missing)
     confirmed = [address for address in destructive if address in acknowledged]
-    return await change_status(
+    run = await change_status(
         unit,
         run,
         RunStatus.APPLY_QUEUED,
@@ -106,6 +123,8 @@ async def approve_run(unit: Unit, actor: Actor, run: Run, command: ApproveRun) -
         approved_at=utcnow(),
         acknowledged=confirmed,
     )
+    await _record(unit, actor, run, AuditAction.RUN_APPROVE, acknowledged=confirmed)
+    return run
 
 
 async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -> Run:
@@ -114,7 +133,9 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
         )
     await require_approver(unit.session, run, actor.user_id, actor.email, approving=False)
-    return await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email)
+    run = await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email)
+    await _record(unit, actor, run, AuditAction.RUN_DISCARD)
+    return run
 
 
 async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> Run:
@@ -130,4 +151,7 @@ async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> 
             f"Run {run.id} is {run.status} and cannot be canceled: {reason}. Only queued and apply_queued runs can be canceled.",
             status=run.status,
         )
-    return await change_status(unit, run, RunStatus.CANCELED, actor=actor.email)
+    previous = run.status
+    run = await change_status(unit, run, RunStatus.CANCELED, actor=actor.email)
+    await _record(unit, actor, run, AuditAction.RUN_CANCEL, was=RunStatus(previous).value)
+    return run

@@ -80,6 +80,7 @@ function TopBar({ org }: { org: string | null }) {
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
           <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
           <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
+          <NavLink to={`/orgs/${org}/audit`}>Audit</NavLink>
         </nav>
       )}
       <div className="spacer" />
@@ -143,6 +144,7 @@ function AccountMenu({ org }: { org: string | null }) {
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
                 <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
                 <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
+                <NavLink to={`/orgs/${org}/audit`}>Audit</NavLink>
               </nav>
             )}
             <div className="menu-who">{viewer?.email}</div>

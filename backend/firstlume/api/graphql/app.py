@@ -16,6 +16,8 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.schema import schema
+from firstlume.domain.audit import AuditVia
+from firstlume.services.audit import entered_via
 from firstlume.services.reads import ReadScope
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
@@ -46,6 +48,7 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         self, request: Request | WebSocket, context: GraphQLContext = UNSET, root_value: None = UNSET
     ) -> Response | WebSocket:
         """Runs the operation, then closes the request's read scope (a WebSocket has none)."""
+        entered_via(AuditVia.GRAPHQL, request.headers.get("x-request-id"))
         try:
             return await super().run(request, context, root_value)
         finally:

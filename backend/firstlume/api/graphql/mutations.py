@@ -297,8 +297,7 @@ class Mutation(AccessMutation):
             async with org_unit(info, org) as (unit, _, org_row):
                 changes = command(PatchSettings, given)
                 scope = await scope_of(unit, org_row, folder, stack)
-                inherited.patch_settings(scope, changes)
-                await unit.session.flush()
+                await inherited.patch_settings(unit.session, scope, changes)
             return Settings(scope=scope, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)

@@ -11,7 +11,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from firstlume.domain.audit import AuditVia
 from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound
+from firstlume.services.audit import entered_via
 from firstlume.services.context import Context
 
 log = logging.getLogger("firstlume.api")
@@ -108,21 +110,27 @@ def endpoint(handler: Handler) -> Handler:
 
     @wraps(handler)
     async def wrapped(request: Request) -> Response:
-        try:
-            if _has_nul(list(request.path_params.values())):
-                raise NotFound("Nothing here: the path contains a NUL character.")
-            if _has_nul(list(request.query_params.values())):
-                raise InvalidRequest("Query parameters must not contain NUL characters.")
-            return await handler(request)
-        except FirstlumeError as error:
-            return error_response(error.http_status, error.code, error.message, **error.details)
-        except Exception:
-            log.exception("unexpected error on %s %s", request.method, request.url.path)
-            return error_response(
-                500, "internal_error", "Something went wrong on our side; it has been logged."
-            )
+        # The id the audit trail records for changes made by this request, and answers with.
+        request_id = entered_via(AuditVia.REST, request.headers.get("x-request-id"))
+        response = await _handle(handler, request)
+        response.headers.setdefault("X-Request-Id", request_id)
+        return response
 
     return wrapped
+
+
+async def _handle(handler: Handler, request: Request) -> Response:
+    try:
+        if _has_nul(list(request.path_params.values())):
+            raise NotFound("Nothing here: the path contains a NUL character.")
+        if _has_nul(list(request.query_params.values())):
+            raise InvalidRequest("Query parameters must not contain NUL characters.")
+        return await handler(request)
+    except FirstlumeError as error:
+        return error_response(error.http_status, error.code, error.message, **error.details)
+    except Exception:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
 
 @endpoint

@@ -129,8 +129,7 @@ async def patch_settings(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit.session, org, request)
-        inherited.patch_settings(scope, command(PatchSettings, body))
-        await unit.session.flush()
+        await inherited.patch_settings(unit.session, scope, command(PatchSettings, body))
         return JSONResponse(await _settings_payload(unit.session, scope))
 
 

@@ -100,6 +100,8 @@ REST: dict[str, Need] = {
     "git.deliveries": R,
     "stacks.update": A,
     # drift schedules' results, and notifications (their URLs and secrets are the admins')
+    # the audit trail: who changed what, the admins'
+    "audit.list": A,
     "drift.overview": R,
     "drift.stack": R,
     **{
@@ -147,6 +149,7 @@ GRAPHQL: dict[str, Need] = {
     "StateVersion.state": O,
     # Notification destinations (their URLs may be secrets, as Slack's are): the admins'.
     "Organization.notifications": A,
+    "Organization.audit": A,
 }
 
 ROOT_TYPES = ("Query", "Mutation", "Subscription")

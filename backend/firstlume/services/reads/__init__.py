@@ -23,10 +23,12 @@ from firstlume.db.models import (
     StateHead,
     Variable,
 )
+from firstlume.db.models_audit import AuditEntry
 from firstlume.services.reads.scope import ReadScope
 
 __all__ = [
     "ApiToken",
+    "AuditEntry",
     "Folder",
     "Organization",
     "PhaseToken",

@@ -10,8 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, StateHead
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict
 from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, RunStatus
+from firstlume.services import audit
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
 
@@ -145,4 +147,14 @@ async def force_unlock(session: AsyncSession, caller: StateCaller, unit: str) ->
     if head is None:
         return None
     head = await head_for_update(session, caller.stack, unit)
-    return force_release(head)
+    released = force_release(head)
+    if released is not None:
+        await audit.record(
+            session,
+            caller.stack,
+            AuditAction.STATE_FORCE_UNLOCK,
+            f"state:{caller.stack.slug}:{unit}",
+            {"unit": unit, "lock": released["id"], "holder": released["holder"]},
+            actor=caller.actor,
+        )
+    return released

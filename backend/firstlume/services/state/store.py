@@ -10,8 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import KeyRing
 from firstlume.db.models import Stack, StateHead, StateVersion
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict, NotFound
 from firstlume.domain.state import check_write, parse_state
+from firstlume.services import audit
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
 from firstlume.services.state.locks import StateLocked, lock_json, release_if_stale
@@ -64,6 +66,16 @@ async def write_state(
     session.add(version)
     head.serial, head.lineage = document.serial, document.lineage
     await session.flush()
+    if caller.actor is not None:
+        # A person's write (Terraform's http backend by hand); a run's are in its own record.
+        await audit.record(
+            session,
+            caller.stack,
+            AuditAction.STATE_WRITE,
+            f"state:{caller.stack.slug}:{unit}",
+            {"unit": unit, "serial": document.serial, "lineage": document.lineage},
+            actor=caller.actor,
+        )
     return Written(version, created=True)
 
 
@@ -100,7 +112,16 @@ async def delete_state(session: AsyncSession, caller: StateCaller, unit: str) ->
     head = await head_for_update(session, caller.stack, unit)
     result = await session.execute(delete(StateVersion).where(StateVersion.head_id == head.id))
     head.serial, head.lineage = None, None
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    deleted = int(result.rowcount)  # type: ignore[attr-defined]
+    await audit.record(
+        session,
+        caller.stack,
+        AuditAction.STATE_DELETE,
+        f"state:{caller.stack.slug}:{unit}",
+        {"unit": unit, "versions": deleted},
+        actor=caller.actor,
+    )
+    return deleted
 
 
 __all__ = ["LockMismatch", "StateLocked", "Written", "lock_json"]

@@ -12,6 +12,7 @@ from firstlume.api.graphql.access import Member, Token, members_of, role_of, tok
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import drift as drift_types
+from firstlume.api.graphql.types.audit import AuditConnection, audit_of
 from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
 from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
@@ -152,6 +153,35 @@ class Organization:
         async with self.loaders.reads.session() as session:
             row = await run_reads.run_in_org(session, self.row.id, str(id))
         return Run(row=row, loaders=self.loaders) if row else None
+
+    @strawberry.field(
+        description="The audit trail: changes made through any API or the CLI, newest first. Each "
+        "filter keeps the entries matching any of its values; `since` (inclusive) and `until` (exclusive) "
+        "are RFC 3339 times; `first` is at most 500."
+    )
+    async def audit(
+        self,
+        first: int = 50,
+        after: str | None = None,
+        actor: list[str] | None = None,
+        action: list[str] | None = None,
+        target: list[str] | None = None,
+        stack: list[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> AuditConnection:
+        return await audit_of(
+            self.loaders,
+            self.row.id,
+            first=first,
+            after=after,
+            actor=actor,
+            action=action,
+            target=target,
+            stack=stack,
+            since=since,
+            until=until,
+        )
 
     @strawberry.field(description="Every run of the organization that has not finished, oldest first.")
     async def active_runs(self) -> list[Run]:

@@ -1,0 +1,118 @@
+"""Writing the audit trail: one row per change, in the change's own transaction.
+
+Who made the change is bound to the session where the caller's organization is resolved
+(accounts.authenticate_in_org, accounts.org_for), so the services that make changes need no
+actor argument to record them. Which API it came through and the request's id come from the
+request (`entered_via`, set by the REST endpoint wrapper, the GraphQL endpoint and the CLI).
+How to add an audited action: see domain/audit.py.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from firstlume.db.models import Organization, Stack
+from firstlume.db.models_audit import AuditEntry
+from firstlume.domain.audit import SYSTEM_ACTOR, AuditAction, AuditVia, secret_keys_in
+from firstlume.services.context import Actor
+
+ACTOR_KEY = "firstlume.audit.actor"
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Origin:
+    via: AuditVia
+    request_id: str | None = None
+
+
+SYSTEM_ORIGIN = Origin(AuditVia.SYSTEM)
+_origin: ContextVar[Origin | None] = ContextVar("firstlume_audit_origin", default=None)
+
+
+def entered_via(via: AuditVia, request_id: str | None = None) -> str:
+    """Marks the current request (task) as coming through `via`; returns its request id: the
+    caller's own when it is a sensible one, else a new one."""
+    if request_id is None or not REQUEST_ID.match(request_id):
+        request_id = uuid.uuid4().hex
+    _origin.set(Origin(via, request_id))
+    return request_id
+
+
+def current_origin() -> Origin:
+    return _origin.get() or SYSTEM_ORIGIN
+
+
+def bind_actor(session: AsyncSession, actor: Actor) -> None:
+    """The person on whose behalf this session's changes are made."""
+    session.info[ACTOR_KEY] = actor
+
+
+def bound_actor(session: AsyncSession) -> Actor | None:
+    actor = session.info.get(ACTOR_KEY)
+    return actor if isinstance(actor, Actor) else None
+
+
+def without_credentials(url: str) -> str:
+    """A URL without the user and password it may carry (https://user:token@host/...)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    return f"{scheme}://{host}{slash}{path}"
+
+
+def org_id_of(where: Organization | Stack | str) -> str:
+    if isinstance(where, Organization):
+        return where.id
+    if isinstance(where, Stack):
+        return where.org_id
+    return where
+
+
+async def record(
+    session: AsyncSession,
+    org: Organization | Stack | str,
+    action: AuditAction,
+    target: str,
+    details: dict[str, Any] | None = None,
+    *,
+    stack: str | None = None,
+    actor: Actor | None = None,
+    by_system: bool = False,
+) -> AuditEntry:
+    """Adds the audit row of a change to the change's session: it commits with the change or not
+    at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of the stack
+    concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
+    actor, else "system"; `by_system` records "system" whoever is bound (a push, the schedule)."""
+    details = dict(details or {})
+    secrets = secret_keys_in(details)
+    if secrets:
+        # A programming error: the caller must record names, not values.
+        raise ValueError(f"audit details must not hold secrets or values: {', '.join(secrets)}")
+    who = None if by_system else actor or bound_actor(session)
+    origin = current_origin()
+    if stack is None and isinstance(org, Stack):
+        stack = org.slug
+    entry = AuditEntry(
+        org_id=org_id_of(org),
+        actor=who.email if who else SYSTEM_ACTOR,
+        actor_user_id=who.user_id if who else None,
+        actor_token_id=who.token_id if who else None,
+        action=AuditAction(action).value,
+        target=target,
+        stack=stack,
+        details=details,
+        via=origin.via.value,
+        request_id=origin.request_id,
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
