@@ -466,11 +466,12 @@ async def test_a_run_no_person_started_is_recorded_as_the_system(
     from conftest import make_stack
     from firstlume.domain.runs import RunType, TriggerKind
     from firstlume.services import accounts, catalog, runs
+    from firstlume.services.access.roles import Role
     from firstlume.services.commands import StartRun
 
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     async with ctx.unit() as unit:
-        org = await accounts.authenticate_in_org(unit.session, tenant.token, tenant.org)
+        org = await accounts.authenticate_in_org(unit.session, tenant.token, tenant.org, Role.OPERATOR)
         stack = await catalog.stack_by_slug(unit.session, org[1], "net")
         trigger = runs.Trigger(kind=TriggerKind.PUSH, by="git:linus@example.com", commit="a" * 40)
         await runs.start_run(unit, None, stack, StartRun(type=RunType.PLAN), trigger=trigger)
