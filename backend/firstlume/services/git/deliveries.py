@@ -17,7 +17,7 @@ from firstlume.db.types import utcnow
 from firstlume.domain.errors import FirstlumeError, NotFound
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.polling import cache_of
-from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, view_of
+from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, prune_deliveries, view_of
 from firstlume.services.git.webhooks import Hook, Push, identify, parse_push, verify
 
 SECRET_BYTES = 32
@@ -73,6 +73,8 @@ async def _log(
                 result=result,
             )
         )
+        await unit.session.flush()
+        await prune_deliveries(unit.session, org.id)
 
 
 async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
