@@ -1,9 +1,11 @@
 import { useState } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, useNow, usePageTitle } from "../components/ui";
 import { shortSha } from "../format";
 import { GitDeliveriesPageDocument, RotateWebhookSecretDocument } from "../graphql/generated";
+
+const REFRESH_MS = 10_000;
 
 /** The organization's Git deliveries: webhook deliveries (accepted, ignored or refused) and polls
  * that found a new head, newest first; and the webhook URL with its write-only secret. */
@@ -11,7 +13,9 @@ export function GitDeliveriesPage() {
   const { org = "" } = useParams();
   usePageTitle("Git deliveries");
   const [refresh, setRefresh] = useState(0);
-  const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: refresh });
+  // Deliveries arrive from outside (hosts, polls): read again every few seconds while open.
+  const tick = Math.floor(useNow(REFRESH_MS) / REFRESH_MS);
+  const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: `${refresh}:${tick}` });
   const mutate = useMutate();
   const action = useAction();
   const [secret, setSecret] = useState<string | null>(null);
