@@ -114,7 +114,7 @@ def test_trigger_run_origin_and_git_deliveries_pages(
     assert rotated != secret
     assert deliver(api, rotated, payload, "delivery-8")["status"] == 200
     assert deliver(api, secret, payload, "delivery-9")["status"] == 401
-    # The page reads the log again by itself: the new deliveries appear without a reload.
+    # The list follows the log live (gitDeliveries subscription): no reload needed.
     expect(rows).to_have_count(4, timeout=20_000)
     expect(rows.nth(0)).to_contain_text("refused")
     expect(rows.nth(1)).to_contain_text("was seen already")

@@ -1,11 +1,16 @@
 import { useState } from "react";
 import { Link, useParams } from "react-router";
-import { useAction, useApiQuery, useMutate } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, useNow, usePageTitle } from "../components/ui";
+import { useAction, useApiQuery, useLiveSubscription, useMutate } from "../api/hooks";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
 import { shortSha } from "../format";
-import { GitDeliveriesPageDocument, RotateWebhookSecretDocument } from "../graphql/generated";
+import {
+  GitDeliveriesLiveDocument,
+  GitDeliveriesPageDocument,
+  RotateWebhookSecretDocument,
+  type GitDeliveriesLiveSubscription,
+} from "../graphql/generated";
 
-const REFRESH_MS = 10_000;
+type Delivery = GitDeliveriesLiveSubscription["gitDeliveries"][number];
 
 /** The organization's Git deliveries: webhook deliveries (accepted, ignored or refused) and polls
  * that found a new head, newest first; and the webhook URL with its write-only secret. */
@@ -13,9 +18,10 @@ export function GitDeliveriesPage() {
   const { org = "" } = useParams();
   usePageTitle("Git deliveries");
   const [refresh, setRefresh] = useState(0);
-  // Deliveries arrive from outside (hosts, polls): read again every few seconds while open.
-  const tick = Math.floor(useNow(REFRESH_MS) / REFRESH_MS);
-  const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: `${refresh}:${tick}` });
+  const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: refresh });
+  // Deliveries arrive from outside (hosts, polls): the list follows them live.
+  const [live, setLive] = useState<Delivery[] | null>(null);
+  useLiveSubscription(GitDeliveriesLiveDocument, { org }, { next: (update) => setLive(update.gitDeliveries) });
   const mutate = useMutate();
   const action = useAction();
   const [secret, setSecret] = useState<string | null>(null);
@@ -34,6 +40,7 @@ export function GitDeliveriesPage() {
   if (!data && loading) return <Loading what="the Git deliveries" />;
   if (error && !data) return <ErrorBox error={error} />;
   if (!organization) return <ErrorBox error={`There is no organization “${org}” here.`} />;
+  const deliveries: Delivery[] = live ?? organization.gitDeliveries;
 
   return (
     <div className="page">
@@ -85,7 +92,7 @@ export function GitDeliveriesPage() {
         <ErrorBox error={action.error} title="The secret was not changed." />
       </Card>
       <Card title="Deliveries">
-        {organization.gitDeliveries.length === 0 ? (
+        {deliveries.length === 0 ? (
           <Empty title="No deliveries yet.">Push to a branch a stack follows, with its trigger set to plan or apply.</Empty>
         ) : (
           <div className="table-box">
@@ -101,7 +108,7 @@ export function GitDeliveriesPage() {
                 </tr>
               </thead>
               <tbody>
-                {organization.gitDeliveries.map((d) => (
+                {deliveries.map((d) => (
                   <tr key={d.id} className={d.httpStatus >= 400 ? "attention" : ""}>
                     <td data-label="Received" className="small nowrap">
                       <TimeAgo iso={d.receivedAt} />

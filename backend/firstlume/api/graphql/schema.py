@@ -12,6 +12,7 @@ from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
+from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.subscriptions import Subscription
@@ -64,7 +65,7 @@ class FirstlumeSchema(strawberry.Schema):
 schema = FirstlumeSchema(
     query=Query,
     mutation=merge_types("Mutation", (Mutation, GitMutation)),
-    subscription=Subscription,
+    subscription=merge_types("Subscription", (Subscription, GitSubscription)),
     # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
     # comes after the validation cache, whose result it replaces when it refuses.
     extensions=[

@@ -23,6 +23,8 @@ from firstlume.db.models import Run, Stack
 from firstlume.db.models_git import GitDelivery
 from firstlume.domain.git import StackTrigger, normalize_repository, short_sha, touches_stack
 from firstlume.domain.runs import RunStatus, TriggerKind
+from firstlume.protocol.events import GitDeliveryLogged
+from firstlume.pubsub import org_git_channel
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.remote import Change, Credentials, GitCache, RemoteError, fetch_change
@@ -251,6 +253,9 @@ async def _apply(
         if row is not None:
             row.result = outcome.result()
             await session.flush()
+            unit.publish_after_commit(
+                org_git_channel(sighting.org_id), GitDeliveryLogged(org_id=sighting.org_id)
+            )
     return lost, row.id if row is not None else None
 
 
