@@ -120,3 +120,4 @@ async def test_the_delivery_log_is_live_over_a_graphql_subscription(
                 ("r-1", "refused: The request has no X-Hub-Signature-256 header."),
             ]
             assert secret not in "".join(ws.transcript)
+    assert secret not in server.log()
