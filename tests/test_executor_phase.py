@@ -107,3 +107,24 @@ async def test_a_malformed_plan_download_fails_the_apply_naming_the_field(
     assert ("POST", "/steps", {"name": "apply", "status": "failed"}) in plane.requests
     assert f"Error: {error}" in plane.log
     assert "Traceback" not in capsys.readouterr().err
+
+
+async def test_a_push_runs_plan_checks_out_the_pushed_commit_not_the_tip(tmp_path: Path) -> None:
+    from support.git_repos import commit_files, make_repo
+
+    url, pushed = make_repo(tmp_path / "repo", {"main.tf": "# pushed\n"})
+    commit_files(tmp_path / "repo", {"main.tf": "# newer tip\n"}, "Newer")
+    # A path that is in no commit ends the phase right after checkout, naming the commit.
+    spec = {
+        **GOOD_SPEC,
+        "stack": {**GOOD_SPEC["stack"], "repository": url, "path": "absent"},
+        "commit_sha": pushed,
+    }
+    plane = ControlPlane(spec)
+
+    await run_phase(plane, tmp_path / "work")
+
+    [reported] = [body for _, path, body in plane.requests if path == "/commit"]
+    assert reported["sha"] == pushed
+    assert f"at commit {pushed}" in plane.log
+    assert f"does not exist in commit {pushed}" in plane.finished()["error"]

@@ -250,3 +250,45 @@ async def test_a_delivery_id_is_claimed_once_even_by_concurrent_handlers(
     assert sorted(o.duplicate for o in outcomes) == [False, True]
     [run] = await runs_of(client, tenant, "net")
     assert [o.runs for o in outcomes if not o.duplicate] == [[run["id"]]]
+
+
+async def test_switching_the_trigger_on_by_patch_takes_the_current_head_as_baseline(
+    ctx: Context, client: httpx.AsyncClient, tenant: Tenant, origin: tuple[Path, str]
+) -> None:
+    work, url = origin
+    o = f"/api/v1/orgs/{tenant.org}"
+    await create_stack(client, tenant, slug="net", repository=url, path="infra", git_https_token=TOKEN)
+    commit_files(work, {"infra/main.tf": MAIN_TF + "# before\n"}, "Before the trigger")
+    push(work, url, token=TOKEN)
+    assert await poll_once(ctx, cache_of(ctx)) == []  # manual stacks are not polled
+
+    patched = await client.patch(f"{o}/stacks/net", json={"trigger": "apply"}, headers=tenant.headers)
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["trigger"] == "apply"
+    assert await poll_once(ctx, cache_of(ctx)) == []  # the commit before the switch starts nothing
+
+    head = commit_files(work, {"infra/main.tf": MAIN_TF + "# after\n"}, "After the trigger")
+    push(work, url, token=TOKEN)
+    [outcome] = await poll_once(ctx, cache_of(ctx))
+    [run] = await runs_of(client, tenant, "net")
+    assert outcome.runs == [run["id"]]
+    assert (run["type"], run["trigger"]["commit"]) == ("apply", head)
+
+    refusals = [
+        ({"trigger": "sometimes"}, "trigger"),
+        ({"trigger": None}, None),
+        ({"colour": "red"}, None),
+        ({}, None),
+        ({"path": "../up"}, "path"),
+    ]
+    for body, field in refusals:
+        response = await client.patch(f"{o}/stacks/net", json=body, headers=tenant.headers)
+        assert response.status_code == 422, (body, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_request" and error["message"], body
+        if field:
+            assert error.get("field") == field, (body, error)
+    missing = await client.patch(f"{o}/stacks/nope", json={"trigger": "plan"}, headers=tenant.headers)
+    assert missing.status_code == 404
+    stack = (await client.get(f"{o}/stacks/net", headers=tenant.headers)).json()
+    assert (stack["trigger"], stack["path"]) == ("apply", "infra")

@@ -78,3 +78,46 @@ def test_two_served_replicas_polling_start_one_run_within_a_few_intervals(
 def polls_of(o: str, tenant: Tenant) -> list[dict[str, object]]:
     deliveries = httpx.get(f"{o}/git/deliveries", headers=tenant.headers).json()["deliveries"]
     return [d for d in deliveries if d["source"] == "poll"]
+
+
+GIT_DELIVERIES = """subscription($org: String!) {
+  gitDeliveries(org: $org) { delivery httpStatus outcome }
+}"""
+
+
+@pytest.mark.e2e
+async def test_the_delivery_log_is_live_over_a_graphql_subscription(
+    server: LiveServer, tenant: Tenant
+) -> None:
+    import hashlib
+    import hmac
+
+    from support.graphql_ws import GraphQLWebSocket, ws_url
+
+    o = f"{server.url}/api/v1/orgs/{tenant.org}"
+    async with httpx.AsyncClient(headers=tenant.headers, timeout=30) as http:
+        secret = (await http.post(f"{o}/git/webhook-secret")).json()["secret"]
+        async with GraphQLWebSocket.connect(ws_url(server.url), tenant.token) as ws:
+            live = await ws.subscribe(GIT_DELIVERIES, {"org": tenant.org})
+            assert (await live.next())["gitDeliveries"] == []
+
+            refused = await http.post(
+                f"{o}/git/webhook",
+                content=b"{}",
+                headers={"X-GitHub-Event": "push", "X-GitHub-Delivery": "r-1"},
+            )
+            assert refused.status_code == 401
+            first = (await live.next())["gitDeliveries"]
+            assert [(d["delivery"], d["httpStatus"]) for d in first] == [("r-1", 401)]
+
+            body = b'{"zen": "Design for failure."}'
+            signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            ping = {"X-GitHub-Event": "ping", "X-GitHub-Delivery": "p-1", "X-Hub-Signature-256": signature}
+            assert (await http.post(f"{o}/git/webhook", content=body, headers=ping)).status_code == 200
+            second = (await live.next())["gitDeliveries"]
+            assert [(d["delivery"], d["outcome"]) for d in second] == [
+                ("p-1", "ignored: not a push event"),
+                ("r-1", "refused: The request has no X-Hub-Signature-256 header."),
+            ]
+            assert secret not in "".join(ws.transcript)
+    assert secret not in server.log()

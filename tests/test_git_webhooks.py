@@ -552,3 +552,18 @@ async def test_the_same_delivery_sent_twice_at_once_starts_one_run(hooks: Hooks)
     [run] = await hooks.runs()
     assert answers[0] == {"runs": [run["id"]], "ignored": []}
     assert answers[1] == {"duplicate": True, "runs": []}
+
+
+async def test_the_delivery_log_keeps_the_newest_entries_only(
+    hooks: Hooks, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from firstlume.services.git import pushes
+
+    monkeypatch.setattr(pushes, "KEPT_DELIVERIES", 3)
+    await hooks.setup()
+    body = b"{}"
+    for n in range(5):
+        response = await hooks.send(body, {"X-GitHub-Event": "push", "X-GitHub-Delivery": f"bad-{n}"})
+        assert response.status_code == 401
+    log = (await hooks.client.get(f"{hooks.o}/git/deliveries", headers=hooks.tenant.headers)).json()
+    assert [d["delivery"] for d in log["deliveries"]] == ["bad-4", "bad-3", "bad-2"]

@@ -210,6 +210,7 @@ SUBSCRIPTIONS = {
     "runUpdated": 'runUpdated(org: "acme", runId: "$run") { id }',
     "resourceStates": 'resourceStates(org: "acme", runId: "$run") { address }',
     "activeRuns": 'activeRuns(org: "acme") { id }',
+    "gitDeliveries": 'gitDeliveries(org: "acme") { id }',
 }
 
 
@@ -301,6 +302,7 @@ SPEC = {
                   "list_org_runs", "get_run", "get_changes", "logs", "state.lock_status", "state.versions",
                   "members.list", "tokens.list", "tokens.create", "tokens.revoke", "Subscription.runLog",
                   "Subscription.runUpdated", "Subscription.resourceStates", "Subscription.activeRuns",
+                  "Subscription.gitDeliveries",
                   "Mutation.createToken", "Mutation.revokeToken"],
     Role.OPERATOR: ["start_run", "approve", "discard", "cancel", "state.read", "state.write", "state.lock",
                     "state.unlock", "state.version", "state.outputs", "Mutation.startRun", "Mutation.approveRun",

@@ -114,6 +114,10 @@ def test_trigger_run_origin_and_git_deliveries_pages(
     assert rotated != secret
     assert deliver(api, rotated, payload, "delivery-8")["status"] == 200
     assert deliver(api, secret, payload, "delivery-9")["status"] == 401
+    # The list follows the log live (gitDeliveries subscription): no reload needed.
+    expect(rows).to_have_count(4, timeout=20_000)
+    expect(rows.nth(0)).to_contain_text("refused")
+    expect(rows.nth(1)).to_contain_text("was seen already")
     page.reload()
     expect(page.get_by_test_id("new-secret")).to_have_count(0)
     assert rotated not in page.content()

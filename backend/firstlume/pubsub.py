@@ -41,6 +41,10 @@ def org_runs_channel(org_id: str) -> str:
     return f"org_{org_id}"
 
 
+def org_git_channel(org_id: str) -> str:
+    return f"git_{org_id}"
+
+
 SCHEDULER_CHANNEL = "firstlume_scheduler"
 
 

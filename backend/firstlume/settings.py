@@ -437,6 +437,7 @@ class Settings(_EnvSettings):
         default=60.0,
         ge=0,
         description="seconds between polls of the triggered stacks' branch heads; `0` turns polling off",
+        json_schema_extra=doc(helm="controlPlane.gitPollInterval"),
     )
     executor_heartbeat_interval: float = Field(
         default=10.0, gt=0, description="seconds between an executor's heartbeats"

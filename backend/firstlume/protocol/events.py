@@ -83,6 +83,13 @@ class ResourcesChanged(_Event):
         return data
 
 
+class GitDeliveryLogged(_Event):
+    """The organization's Git delivery log has a new or completed entry."""
+
+    type: Literal["git_delivery"] = "git_delivery"
+    org_id: str
+
+
 class Resync(_Event):
     """Delivered by this process to every subscriber after its pub/sub connection came back:
     events may have been missed meanwhile, so read everything again."""
@@ -103,6 +110,7 @@ Event = Annotated[
     | RunUpdated
     | ChangesStored
     | ResourcesChanged
+    | GitDeliveryLogged
     | Resync
     | Closed,
     Field(discriminator="type"),

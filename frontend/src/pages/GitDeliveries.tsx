@@ -1,9 +1,16 @@
 import { useState } from "react";
 import { Link, useParams } from "react-router";
-import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { useAction, useApiQuery, useLiveSubscription, useMutate } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
 import { shortSha } from "../format";
-import { GitDeliveriesPageDocument, RotateWebhookSecretDocument } from "../graphql/generated";
+import {
+  GitDeliveriesLiveDocument,
+  GitDeliveriesPageDocument,
+  RotateWebhookSecretDocument,
+  type GitDeliveriesLiveSubscription,
+} from "../graphql/generated";
+
+type Delivery = GitDeliveriesLiveSubscription["gitDeliveries"][number];
 
 /** The organization's Git deliveries: webhook deliveries (accepted, ignored or refused) and polls
  * that found a new head, newest first; and the webhook URL with its write-only secret. */
@@ -12,6 +19,9 @@ export function GitDeliveriesPage() {
   usePageTitle("Git deliveries");
   const [refresh, setRefresh] = useState(0);
   const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: refresh });
+  // Deliveries arrive from outside (hosts, polls): the list follows them live.
+  const [live, setLive] = useState<Delivery[] | null>(null);
+  useLiveSubscription(GitDeliveriesLiveDocument, { org }, { next: (update) => setLive(update.gitDeliveries) });
   const mutate = useMutate();
   const action = useAction();
   const [secret, setSecret] = useState<string | null>(null);
@@ -30,6 +40,7 @@ export function GitDeliveriesPage() {
   if (!data && loading) return <Loading what="the Git deliveries" />;
   if (error && !data) return <ErrorBox error={error} />;
   if (!organization) return <ErrorBox error={`There is no organization “${org}” here.`} />;
+  const deliveries: Delivery[] = live ?? organization.gitDeliveries;
 
   return (
     <div className="page">
@@ -81,7 +92,7 @@ export function GitDeliveriesPage() {
         <ErrorBox error={action.error} title="The secret was not changed." />
       </Card>
       <Card title="Deliveries">
-        {organization.gitDeliveries.length === 0 ? (
+        {deliveries.length === 0 ? (
           <Empty title="No deliveries yet.">Push to a branch a stack follows, with its trigger set to plan or apply.</Empty>
         ) : (
           <div className="table-box">
@@ -97,7 +108,7 @@ export function GitDeliveriesPage() {
                 </tr>
               </thead>
               <tbody>
-                {organization.gitDeliveries.map((d) => (
+                {deliveries.map((d) => (
                   <tr key={d.id} className={d.httpStatus >= 400 ? "attention" : ""}>
                     <td data-label="Received" className="small nowrap">
                       <TimeAgo iso={d.receivedAt} />

@@ -12,6 +12,7 @@ from strawberry.types import ExecutionContext
 
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
+from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
 from firstlume.api.graphql.queries import Query
@@ -67,12 +68,13 @@ class FirstlumeSchema(strawberry.Schema):
 # Every root field, and the nested fields that show more than their parent, check the role the
 # permission table names (services/access/permissions.py), before the schema is built.
 RootMutation = merge_types("Mutation", (Mutation, GitMutation))
-guard_fields([Query, RootMutation, Subscription], [StackState, Organization])
+RootSubscription = merge_types("Subscription", (Subscription, GitSubscription))
+guard_fields([Query, RootMutation, RootSubscription], [StackState, Organization])
 
 schema = FirstlumeSchema(
     query=Query,
     mutation=RootMutation,
-    subscription=Subscription,
+    subscription=RootSubscription,
     # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
     # comes after the validation cache, whose result it replaces when it refuses.
     extensions=[

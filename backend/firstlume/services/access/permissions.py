@@ -144,6 +144,7 @@ GRAPHQL: dict[str, Need] = {
     "Subscription.runUpdated": R,
     "Subscription.resourceStates": R,
     "Subscription.activeRuns": R,
+    "Subscription.gitDeliveries": R,
     # Nested fields that reveal more than their parent: state contents.
     "StackState.outputs": O,
     "StateVersion.state": O,

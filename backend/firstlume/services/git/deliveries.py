@@ -15,9 +15,11 @@ from firstlume.db.models import Organization, Stack
 from firstlume.db.models_git import GitDelivery, GitWebhookSecret
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import FirstlumeError, NotFound
+from firstlume.protocol.events import GitDeliveryLogged
+from firstlume.pubsub import org_git_channel
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.polling import cache_of
-from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, view_of
+from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, prune_deliveries, view_of
 from firstlume.services.git.webhooks import Hook, Push, identify, parse_push, verify
 
 SECRET_BYTES = 32
@@ -73,6 +75,9 @@ async def _log(
                 result=result,
             )
         )
+        await unit.session.flush()
+        await prune_deliveries(unit.session, org.id)
+        unit.publish_after_commit(org_git_channel(org.id), GitDeliveryLogged(org_id=org.id))
 
 
 async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, Stack
 from firstlume.db.models_git import GitDelivery
 from firstlume.domain.git import StackTrigger, normalize_repository, short_sha, touches_stack
 from firstlume.domain.runs import RunStatus, TriggerKind
+from firstlume.protocol.events import GitDeliveryLogged
+from firstlume.pubsub import org_git_channel
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.remote import Change, Credentials, GitCache, RemoteError, fetch_change
@@ -32,6 +35,8 @@ log = logging.getLogger("firstlume.git")
 
 # A stack whose head moved under us (another delivery won the compare-and-set) is read again.
 MAX_ATTEMPTS = 3
+# Delivery log entries kept per organization (the API shows the newest 100).
+KEPT_DELIVERIES = 1000
 
 
 @dataclass(frozen=True)
@@ -244,9 +249,13 @@ async def _apply(
         if row is None and outcome.advanced:
             row = _delivery_row(sighting, accepted=False)
             session.add(row)
+            await prune_deliveries(session, sighting.org_id)
         if row is not None:
             row.result = outcome.result()
             await session.flush()
+            unit.publish_after_commit(
+                org_git_channel(sighting.org_id), GitDeliveryLogged(org_id=sighting.org_id)
+            )
     return lost, row.id if row is not None else None
 
 
@@ -274,7 +283,27 @@ async def _claim_delivery(unit: Unit, sighting: Sighting) -> GitDelivery:
             await unit.session.flush()
     except IntegrityError:
         raise _Duplicate() from None
+    await prune_deliveries(unit.session, sighting.org_id)
     return row
+
+
+async def prune_deliveries(session: AsyncSession, org_id: str) -> None:
+    """Keeps the organization's newest KEPT_DELIVERIES entries: refused deliveries cost an
+    attacker nothing, and must not fill the database. (Delivery ids older than that can be
+    replayed; hosts redeliver within days, long before.)"""
+    oldest_kept = await session.scalar(
+        select(GitDelivery.id)
+        .where(GitDelivery.org_id == org_id)
+        .order_by(GitDelivery.id.desc())
+        .offset(KEPT_DELIVERIES - 1)
+        .limit(1)
+    )
+    if oldest_kept is not None:
+        await session.execute(
+            delete(GitDelivery)
+            .where(GitDelivery.org_id == org_id, GitDelivery.id < oldest_kept)
+            .execution_options(synchronize_session=False)
+        )
 
 
 async def delivery_seen(ctx: Context, org_id: str, delivery: str) -> bool:
