@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,13 @@ from starlette.applications import Starlette
 
 from conftest import Tenant, settings_env
 from firstlume.app import create_app
-from firstlume.db.models_drift import NotificationDelivery, NotificationDestination
+from firstlume.db.models_drift import NotificationAttempt, NotificationDelivery, NotificationDestination
+from firstlume.db.types import utcnow
+from firstlume.services import accounts
 from firstlume.services.context import Context
+from firstlume.services.notifications import destinations
+from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
+from firstlume.services.notifications.sender import RETENTION, NotificationSender
 from firstlume.settings import Settings
 from support.webhooks import Receiver, webhook_receiver
 
@@ -311,11 +318,6 @@ async def test_private_addresses_are_refused_unless_allowed(
 async def test_old_finished_deliveries_are_deleted_with_their_attempts(
     rest: Rest, receiver: Receiver, ctx: Context
 ) -> None:
-    from datetime import timedelta
-
-    from firstlume.db.models_drift import NotificationAttempt
-    from firstlume.db.types import utcnow
-    from firstlume.services.notifications.sender import RETENTION, NotificationSender
 
     created = await rest.ok(
         "POST", "/notifications", {"name": "ops", "url": receiver.url, "events": ["run.canceled"]}, 201
@@ -337,3 +339,35 @@ async def test_old_finished_deliveries_are_deleted_with_their_attempts(
         # The test delivery's attempt went with it.
         attempts = list(await session.scalars(select(NotificationAttempt)))
         assert {a.delivery_id for a in attempts} <= {remaining[0].id}
+
+
+async def test_each_attempt_checks_the_address_again(
+    rest: Rest, receiver: Receiver, ctx: Context, database_url: str, tmp_path: Path
+) -> None:
+    """A destination saved while private addresses were allowed is refused at send time once they
+    are not (or once its host resolves elsewhere): nothing reaches the receiver, the attempt says why."""
+
+    await check_webhook_url("http://93.184.216.34/hook", allow_private=False)  # a public address
+    with pytest.raises(PrivateAddress):
+        await check_webhook_url("http://[fe80::1]/hook", allow_private=False)
+
+    created = await rest.ok(
+        "POST", "/notifications", {"name": "ops", "url": receiver.url, "events": ["run.canceled"]}, 201
+    )
+    strict = notification_settings(database_url, tmp_path, FIRSTLUME_ALLOW_PRIVATE_WEBHOOKS="false")
+    async with ctx.unit() as unit:
+        org = await accounts.org_for(
+            unit.session, await accounts.authenticate(unit.session, rest.headers["Authorization"][7:]), "acme"
+        )
+        found = await destinations.destination_in_org(unit.session, org, created["id"])
+        delivery = await destinations.add_test_delivery(unit.session, org, found)
+    sender = NotificationSender(replace(ctx, settings=strict, notifier=None))
+    try:
+        await sender.attempt_now(delivery.id)
+    finally:
+        await sender.stop()
+    history = await rest.ok("GET", f"/notifications/{created['id']}/deliveries")
+    [attempted] = history["deliveries"]
+    assert attempted["status"] == "failed" and attempted["attempts"][0]["status_code"] is None
+    assert attempted["attempts"][0]["error"].startswith("refused: the host 127.0.0.1 is a loopback")
+    assert receiver.received == []
