@@ -111,7 +111,7 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
         )
-    return await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email)
+    return await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email, ended_by=actor.email)
 
 
 async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> Run:
@@ -127,4 +127,4 @@ async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> 
             f"Run {run.id} is {run.status} and cannot be canceled: {reason}. Only queued and apply_queued runs can be canceled.",
             status=run.status,
         )
-    return await change_status(unit, run, RunStatus.CANCELED, actor=actor.email)
+    return await change_status(unit, run, RunStatus.CANCELED, actor=actor.email, ended_by=actor.email)
