@@ -1,16 +1,20 @@
-"""Browser: a nested object change shows exactly the keys that change; a sensitive value that
+"""Browser: reviewing plans the executor uploads. A nested object change shows exactly the keys that change; a sensitive value that
 changed reads "sensitive value changed" (the server compares the two values' digests), an
 unchanged one folds away with the other unchanged keys, and no sensitive value reaches the browser:
 every GraphQL response and subscription frame the page received is searched for them.
 
 The plan is uploaded by a scripted executor (the scheduler is off), as `terraform show -json`
 would have it, with the values Terraform marks sensitive. Pinned to SQLite like the other browser
-tests."""
+tests.
+
+Also: a plan of 10,000 changes is read from the server a page per group at a time (Run.changes
+with action, filters and cursors), never whole."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,3 +154,87 @@ def test_a_changed_secret_says_so_and_no_sensitive_value_reaches_the_browser(
     assert any("(sensitive value changed)" in body for body in bodies), "no change data was captured"
     leaked = [s for s in SECRETS if any(s in body for body in bodies)]
     assert leaked == [], f"sensitive values in GraphQL responses: {leaked}"
+
+
+def big_plan(deletions: int, creations: int) -> dict[str, Any]:
+    def change(name: str, action: str) -> dict[str, Any]:
+        gone = action == "delete"
+        return {
+            "address": f"x_node.{name}",
+            "mode": "managed",
+            "type": "x_node",
+            "name": name,
+            "change": {
+                "actions": [action],
+                "before": {"input": name} if gone else None,
+                "after": None if gone else {"input": name},
+                "after_unknown": {},
+                "before_sensitive": {} if gone else False,
+                "after_sensitive": False if gone else {},
+            },
+        }
+
+    return {
+        "format_version": "1.2",
+        "resource_changes": [change(f"old{n:05d}", "delete") for n in range(deletions)]
+        + [change(f"new{n:05d}", "create") for n in range(creations)],
+    }
+
+
+async def upload_big_plan(ctx: Context, server: LiveServer) -> None:
+    [launch] = await dispatch.claim_plans(ctx)
+    executor = ExecutorReports.served(server.url, launch.token)
+    try:
+        await executor.step("plan", "running")
+        await executor.plan(big_plan(400, 9_600))
+        await executor.step("plan", "done")
+        assert await executor.finish() == "planned"
+    finally:
+        await executor.close()
+
+
+@pytest.fixture
+def big(server: LiveServer, api: Api, ctx: Context) -> str:
+    created = api.http.post(
+        f"{api.o}/stacks", content=json.dumps({"slug": "big", "repository": "file:///repo"})
+    )
+    assert created.status_code == 201, created.text
+    run_id = api.start("big", "plan")
+    asyncio.run(upload_big_plan(ctx, server))
+    return run_id
+
+
+def test_a_plan_of_10000_changes_is_read_a_page_at_a_time_from_the_server(
+    big: str, ui: UI, tenant: Tenant
+) -> None:
+    page = ui.open()
+    responses: list[Response] = []
+    page.on("response", lambda response: responses.append(response) if "/graphql" in response.url else None)
+    # Signing in on the run's address: no navigation away, so every response can be read after.
+    started = time.monotonic()
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/runs/{big}")
+    expect(page.get_by_test_id("summary")).to_have_text("400 delete · 9,600 create")
+    created = page.locator('section[data-group="CREATE"]')
+    deleted = page.locator('section[data-group="DELETE"]')
+    expect(created.get_by_test_id("group-count")).to_have_text("9,600")
+    expect(created.locator("[data-address]")).to_have_count(50)
+    expect(deleted.locator("[data-address]")).to_have_count(50)
+    shown = time.monotonic() - started
+    print(f"\nchanges: first page of each group of a 10,000-change plan shown in {shown * 1000:.0f} ms")
+    expect(created.locator(".pager")).to_contain_text("1–50 of 9,600")
+    created.get_by_role("button", name="Next →").click()
+    expect(created.locator("[data-address]").first).to_have_attribute("data-address", "x_node.new00050")
+    expect(created.locator(".pager")).to_contain_text("51–100 of 9,600")
+    created.get_by_role("button", name="← Previous").click()
+    expect(created.locator("[data-address]").first).to_have_attribute("data-address", "x_node.new00000")
+
+    # Filtering happens on the server: the counts and the page are the server's.
+    page.get_by_label("Filter changes by text").fill("new0950")
+    expect(created.locator("[data-address]")).to_have_count(10)
+    expect(created).to_contain_text("(10 shown)")
+    expect(deleted.locator("[data-address]")).to_have_count(0)
+    ui.check_screen(page, "desktop-changes-10000")
+    # No response carried the whole plan: each is a page (the largest well under a megabyte).
+    sizes = [len(response.body()) for response in responses]
+    assert sizes and max(sizes) < 1_000_000, sizes
+    assert shown < 15, f"the run page took {shown:.1f}s to show a 10,000-change plan"
