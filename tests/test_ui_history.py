@@ -226,6 +226,7 @@ def test_the_history_filters_by_status_type_and_trigger_on_the_server_and_pages(
 
     # Status: the canceled run alone, counted by the server. It never started: no duration.
     history.get_by_label("Filter runs by status").select_option(label="canceled")
+    expect(page.locator(f'tr[data-run-id="{queue.first}"]')).to_be_visible()
     expect(page.get_by_test_id("history-matches")).to_have_text("1 run matches")
     expect(page.locator("tr[data-run-id]")).to_have_count(1)
     assert run_rows(page) == [queue.first]
@@ -236,6 +237,7 @@ def test_the_history_filters_by_status_type_and_trigger_on_the_server_and_pages(
     # TOOK runs from the first phase's start to the end: the discarded plan shows the server's
     # durationMs, which the queue time before its checkout is not part of.
     history.get_by_label("Filter runs by status").select_option(label="discarded")
+    expect(page.locator(f'tr[data-run-id="{queue.holder}"]')).to_be_visible()
     expect(page.locator("tr[data-run-id]")).to_have_count(1)
     assert run_rows(page) == [queue.holder]
     assert took_ms is not None and took_ms >= 0
@@ -246,10 +248,12 @@ def test_the_history_filters_by_status_type_and_trigger_on_the_server_and_pages(
     # Type and trigger, each on its own and together.
     history.get_by_label("Filter runs by status").select_option(label="Any status")
     history.get_by_label("Filter runs by type").select_option(label="drift")
+    expect(page.locator(f'tr[data-run-id="{queue.scheduled}"]')).to_be_visible()
     expect(page.get_by_test_id("history-matches")).to_have_text("1 run matches")
     assert run_rows(page) == [queue.scheduled]
     history.get_by_label("Filter runs by type").select_option(label="Any type")
     history.get_by_label("Filter runs by trigger").select_option(label="Started by a push")
+    expect(page.locator(f'tr[data-run-id="{queue.pushed}"]')).to_be_visible()
     expect(page.get_by_test_id("history-matches")).to_have_text("1 run matches")
     assert run_rows(page) == [queue.pushed]
     expect(page.locator(f'tr[data-run-id="{queue.pushed}"]')).to_contain_text("git:grace@example.com")
@@ -273,4 +277,6 @@ def test_the_history_filters_by_status_type_and_trigger_on_the_server_and_pages(
     ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/stacks/web?status=canceled")
     expect(phone.locator("tr[data-run-id]")).to_have_count(1)
     expect(phone.get_by_label("Filter runs by status")).to_have_value("CANCELED")
+    # The header's active runs: the two queued by triggers and the extra plans.
+    expect(phone.get_by_test_id("active-runs-button")).to_contain_text(f"{EXTRA_PLANS + 2} runs")
     ui.check_screen(phone, "phone-history-filtered")
