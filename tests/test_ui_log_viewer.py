@@ -207,3 +207,13 @@ def test_a_log_of_100000_lines_renders_scrolls_searches_and_downloads_exactly(
     stored = api.http.get(f"{api.o}/runs/{long_run}/logs").content
     assert len(stored) > 3_000_000
     assert Path(download.path()).read_bytes() == stored
+
+    # On a phone: the same log, its end in view, nothing scrolling the page sideways (the log
+    # box scrolls its long lines itself).
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/runs/{long_run}/logs")
+    expect(phone.get_by_text(f"{LINES + 2:,} lines")).to_be_visible()
+    expect(
+        phone.get_by_role("log", name="Run log").locator(f'.log-line[data-line="{LINES}"]')
+    ).to_be_visible()
+    ui.check_screen(phone, "phone-log-100k")

@@ -238,3 +238,8 @@ def test_a_plan_of_10000_changes_is_read_a_page_at_a_time_from_the_server(
     sizes = [len(response.body()) for response in responses]
     assert sizes and max(sizes) < 1_000_000, sizes
     assert shown < 15, f"the run page took {shown:.1f}s to show a 10,000-change plan"
+
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/runs/{big}")
+    expect(phone.locator('section[data-group="CREATE"] [data-address]')).to_have_count(50)
+    ui.check_screen(phone, "phone-changes-10000")
