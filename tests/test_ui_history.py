@@ -157,6 +157,10 @@ def test_a_queued_run_says_which_run_it_waits_for_and_who_canceled_or_discarded(
     expect(page.get_by_test_id("discarded-by")).to_have_text(tenant.email)
     expect(entry.get_by_test_id("waiting-for")).to_have_text("Waiting to start; next in the stack's queue.")
     ui.check_screen(page, "desktop-run-discarded")
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{org}/runs/{queue.holder}")
+    expect(phone.get_by_test_id("discarded-by")).to_have_text(tenant.email)
+    ui.check_screen(phone, "phone-run-discarded")
 
     # The API says the same: REST and GraphQL.
     assert api.run(queue.first)["ended_by"] == tenant.email
