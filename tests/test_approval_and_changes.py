@@ -70,7 +70,7 @@ async def test_changes_are_grouped_ordered_counted_and_summarised(
     assert (upd1["input"]["before"], upd1["input"]["after"]) == ("a", "b")
     assert upd1["output"]["after"] == "(known after apply)"
     upd2 = {a["name"]: a for a in by_address["terraform_data.upd2"]["attributes"]}
-    assert upd2["input"]["after"] == {"name": "y", "secret": "(sensitive)"}
+    assert upd2["input"]["after"] == {"name": "y", "secret": "(sensitive value changed)"}
     assert {a["name"]: a["after"] for a in by_address["terraform_data.new1"]["attributes"]}[
         "input"
     ] == "(sensitive)"

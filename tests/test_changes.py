@@ -11,6 +11,7 @@ import pytest
 from firstlume.domain.changes import (
     GROUPS,
     SENSITIVE,
+    SENSITIVE_CHANGED,
     UNKNOWN,
     AttributeChange,
     Change,
@@ -110,7 +111,8 @@ def test_real_updates_list_only_changed_attributes_with_unknowns(main_plan: dict
 def test_real_nested_sensitive_value_is_masked_and_its_siblings_shown(main_plan: dict[str, Any]) -> None:
     upd2 = _attrs(_by_address(changes_from_plan(main_plan))["terraform_data.upd2"])
     assert upd2["input"].before == {"name": "x", "secret": SENSITIVE}
-    assert upd2["input"].after == {"name": "y", "secret": SENSITIVE}
+    # The secret changed: said so (digests compared), without either value.
+    assert upd2["input"].after == {"name": "y", "secret": SENSITIVE_CHANGED}
     # Terraform loses the mark on terraform_data.output: the secret is in the plan unmarked.
     assert SECRET_OLD in json.dumps(main_plan["resource_changes"])
     assert upd2["output"].before == {"name": "x", "secret": SENSITIVE}
@@ -168,7 +170,7 @@ def test_real_forget_and_data_reads_are_not_listed(other_plan: dict[str, Any]) -
 @requires_terraform
 def test_real_rotated_secret_is_listed_though_both_sides_read_sensitive(other_plan: dict[str, Any]) -> None:
     rotate = _attrs(_by_address(changes_from_plan(other_plan))["terraform_data.rotate"])
-    assert rotate["input"] == AttributeChange("input", SENSITIVE, SENSITIVE, False)
+    assert rotate["input"] == AttributeChange("input", SENSITIVE, SENSITIVE_CHANGED, False)
     assert rotate["output"].before == SENSITIVE  # unmarked by Terraform, scrubbed here
     assert rotate["output"].after == UNKNOWN
 
@@ -258,7 +260,7 @@ def test_replace_path_with_index_is_bracketed_and_forces_even_when_value_looks_u
     )
     assert change.replaced_because == ("network[0].name", "zone")
     assert change.attributes == (
-        AttributeChange("network", [{"name": SENSITIVE}], [{"name": SENSITIVE}], True),
+        AttributeChange("network", [{"name": SENSITIVE}], [{"name": SENSITIVE_CHANGED}], True),
         AttributeChange("zone", "a", "a", True),
     )
 
@@ -301,7 +303,8 @@ def test_changed_secret_is_listed_without_exposing_either_side() -> None:
             after_sensitive={"password": True, "same": True},
         )
     )
-    assert change.attributes == (AttributeChange("password", SENSITIVE, SENSITIVE, False),)
+    # The two values' digests differ: the after side says so; "same" (equal digests) is not listed.
+    assert change.attributes == (AttributeChange("password", SENSITIVE, SENSITIVE_CHANGED, False),)
     assert "hunter2" not in _dump([change])
 
 
@@ -352,8 +355,9 @@ def test_sensitive_list_items_and_deep_values_are_masked() -> None:
         )
     )
     attrs = _attrs(change)
-    assert attrs["tags"].before == ["pub", SENSITIVE] and attrs["tags"].after == ["pub", SENSITIVE]
-    assert attrs["deep"].after == {"l": [{"k": SENSITIVE, "v": "ok"}]}
+    assert attrs["tags"].before == ["pub", SENSITIVE] and attrs["tags"].after == ["pub", SENSITIVE_CHANGED]
+    assert attrs["deep"].before == {"l": [{"k": SENSITIVE, "v": "ok"}]}
+    assert attrs["deep"].after == {"l": [{"k": SENSITIVE_CHANGED, "v": "ok"}]}
     dumped = _dump([change])
     assert "priv-" not in dumped and "deep-" not in dumped
 
@@ -386,7 +390,7 @@ def test_value_marked_sensitive_elsewhere_is_scrubbed_where_terraform_lost_the_m
         "output_changes": {"o": {"before": None, "after": "out-secret", "after_sensitive": True}},
     }
     by = _by_address(changes_from_plan(plan))
-    assert _attrs(by["x_y.a"])["out"] == AttributeChange("out", SENSITIVE, SENSITIVE, False)
+    assert _attrs(by["x_y.a"])["out"] == AttributeChange("out", SENSITIVE, SENSITIVE_CHANGED, False)
     b = _attrs(by["x_y.b"])
     assert [b[n].after for n in ("copy", "o", "seven")] == [SENSITIVE] * 3
     assert b["flag"].after is True and b["plain"].after == "p"  # booleans are never scrubbed
@@ -444,3 +448,20 @@ def test_deposed_object_gets_its_own_address() -> None:
         ("x_y.a", "replace"),
         ("x_y.a (deposed object 0badf00d)", "delete"),
     ]
+
+
+def test_an_unchanged_secret_reads_sensitive_on_both_sides_and_a_changed_one_says_so() -> None:
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"cfg": {"size": 1, "kept": "kept-secret", "rotated": "old-secret"}},
+            after={"cfg": {"size": 2, "kept": "kept-secret", "rotated": "new-secret"}},
+            before_sensitive={"cfg": {"kept": True, "rotated": True}},
+            after_sensitive={"cfg": {"kept": True, "rotated": True}},
+        )
+    )
+    [cfg] = change.attributes
+    assert cfg.before == {"size": 1, "kept": SENSITIVE, "rotated": SENSITIVE}
+    assert cfg.after == {"size": 2, "kept": SENSITIVE, "rotated": SENSITIVE_CHANGED}
+    assert "secret" not in _dump([change])

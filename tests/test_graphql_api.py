@@ -383,7 +383,7 @@ async def test_changes_of_a_real_plan_are_grouped_in_the_documented_order(
         and by_address["terraform_data.upd1"]["stages"] == []
     )
     upd2 = {a["name"]: a for a in by_address["terraform_data.upd2"]["attributes"]}
-    assert upd2["input"]["after"] == {"name": "y", "secret": "(sensitive)"}
+    assert upd2["input"]["after"] == {"name": "y", "secret": "(sensitive value changed)"}
     assert {a["name"]: a["after"] for a in by_address["terraform_data.new1"]["attributes"]}[
         "input"
     ] == "(sensitive)"

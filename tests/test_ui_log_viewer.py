@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,6 +111,8 @@ def fully_visible_in_log(page: Page, row_selector: str) -> bool:
 def test_a_log_of_100000_lines_renders_scrolls_searches_and_downloads_exactly(
     long_run: str, ui: UI, tenant: Tenant, api: Api
 ) -> None:
+    # The log was written by the fixture, just before: its times are from the last few minutes.
+    written_from = datetime.now(UTC) - timedelta(minutes=10)
     page = ui.open()
     ui.sign_in(page, tenant.token)
     started = time.monotonic()
@@ -139,6 +143,16 @@ def test_a_log_of_100000_lines_renders_scrolls_searches_and_downloads_exactly(
     expect(checkout).to_contain_text("checkout")
     expect(checkout).to_contain_text("done")
     assert fully_visible_in_log(page, '[data-testid=log] [data-log-section="checkout"]')
+    # Each line shows when it reached the server (the time its chunk was stored).
+    first_time = log.locator('.log-line[data-line="1"] time.ts').first  # checkout's first line
+    expect(first_time).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
+    stamped = datetime.fromisoformat(first_time.get_attribute("datetime").replace("Z", "+00:00"))
+    assert written_from <= stamped <= datetime.now(UTC), (written_from, stamped)
+    last_time = log.locator(f'.log-line[data-line="{LINES}"] time.ts')  # the plan's last line
+    log.evaluate("el => { el.scrollTop = el.scrollHeight; el.dispatchEvent(new Event('scroll')); }")
+    expect(last_time).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
+    assert datetime.fromisoformat(last_time.get_attribute("datetime").replace("Z", "+00:00")) >= stamped
+    log.evaluate("el => { el.scrollTop = 0; el.dispatchEvent(new Event('scroll')); }")
     # ANSI colours are rendered, not shown as escape codes.
     expect(log.locator(".ansi-green-fg")).to_have_text("Checked out")
     assert "\x1b" not in log.inner_text()
@@ -193,3 +207,13 @@ def test_a_log_of_100000_lines_renders_scrolls_searches_and_downloads_exactly(
     stored = api.http.get(f"{api.o}/runs/{long_run}/logs").content
     assert len(stored) > 3_000_000
     assert Path(download.path()).read_bytes() == stored
+
+    # On a phone: the same log, its end in view, nothing scrolling the page sideways (the log
+    # box scrolls its long lines itself).
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/runs/{long_run}/logs")
+    expect(phone.get_by_text(f"{LINES + 2:,} lines")).to_be_visible()
+    expect(
+        phone.get_by_role("log", name="Run log").locator(f'.log-line[data-line="{LINES}"]')
+    ).to_be_visible()
+    ui.check_screen(phone, "phone-log-100k")

@@ -157,6 +157,11 @@ def test_tick_all_confirms_every_deletion_at_once_but_approving_stays_a_separate
     expect(page.get_by_test_id("run-status")).to_have_text("awaiting approval")
     assert api.run(run_id)["status"] == "awaiting_approval"
     ui.check_screen(page, "desktop-tick-all")
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/runs/{run_id}")
+    phone.get_by_test_id("approval").get_by_role("button", name="Tick all 5").click()
+    expect(phone.get_by_test_id("approval").get_by_role("alertdialog")).to_be_visible()
+    ui.check_screen(phone, "phone-tick-all")
 
     approve.click()
     expect(page.get_by_test_id("run-status")).to_have_text("applied")

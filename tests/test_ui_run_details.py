@@ -101,7 +101,11 @@ resource "terraform_data" "after" { input = terraform_data.broken.output }
     )
     expect(page.get_by_test_id("run-status")).to_have_text("failed")
     expect(page.locator('[data-step="apply"]').first).to_have_attribute("data-step-status", "FAILED")
-    ui.screenshot(page, "run-failed")
+    # The failed resources, counted and named at the top of the page (the server's count).
+    failed = page.get_by_test_id("failed-resources")
+    expect(failed.get_by_test_id("failed-count")).to_have_text("1 resource failed to apply.")
+    expect(failed.locator("li")).to_have_text(["terraform_data.broken"])
+    ui.check_screen(page, "desktop-run-failed")
 
 
 def test_a_plan_with_over_a_thousand_changes_is_paged_and_filtered_quickly(

@@ -89,19 +89,29 @@ def test_apply_is_watched_live_from_plan_log_to_every_resource_done_with_destruc
     expect(page).to_have_url(re.compile(r"/runs/[^/]+$"))
     run_id = page.url.rsplit("/", 1)[1]
     expect(page.get_by_test_id("run-status")).to_have_text("queued")
-    expect(page.get_by_text("position 1 in queue")).to_be_visible()
+    # Why it waits: the run holding the lock, named and linked, and its place in the queue.
+    waiting = page.locator(".run-head").get_by_test_id("waiting-for")
+    expect(waiting).to_contain_text(
+        "Waiting for run #2 (apply, awaiting approval), which holds the stack's lock"
+    )
+    expect(waiting).to_contain_text("next in the stack's queue")
+    expect(waiting.get_by_role("link", name="run #2")).to_have_attribute(
+        "href", re.compile(rf"/runs/{blocker}$")
+    )
     expect(page.get_by_role("button", name="Cancel run")).to_be_visible()
 
     # The other browser sees the new run arrive in its active-run bar, without reloading.
     expect(active_entry(other, run_id)).to_contain_text("queued")
-    expect(active_entry(other, run_id)).to_contain_text("position 1")
+    expect(active_entry(other, run_id).get_by_test_id("waiting-for")).to_contain_text(
+        "Waiting for run #2 (apply, awaiting approval), which holds the stack's lock; next in the stack's queue."
+    )
 
     page.get_by_role("link", name="Logs").click()
     log = page.get_by_test_id("log")
     expect(log).to_contain_text("Waiting for the run to start (number 1 in the stack's queue)")
 
     # The other person reviews the blocking run from their bar (one click) and discards it.
-    active_entry(other, blocker).get_by_role("link").click()
+    active_entry(other, blocker).get_by_role("link").click()  # a run that waits for none: one link
     expect(other.get_by_test_id("approval")).to_contain_text("This plan is waiting for approval")
     other.get_by_role("button", name="Discard").click()
     expect(other.get_by_test_id("run-status")).to_have_text("discarded")

@@ -224,6 +224,8 @@ class Run(Base):
     forbid_self_approval_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
     approved_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # Who ended the run by hand (discarded or canceled it): their email; null for any other end.
+    ended_by: Mapped[str | None] = mapped_column(String(320), nullable=True)
     acknowledged: Mapped[list[str]] = mapped_column(JSON, default=list)
 
     config_yaml: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -284,6 +286,9 @@ class LogChunk(Base):
     offset: Mapped[int] = mapped_column(BigInteger)
     step: Mapped[str] = mapped_column(String(50))
     text: Mapped[str] = mapped_column(Text)
+    # When the server received the chunk: the time the log viewer shows beside each of its lines.
+    # Null for chunks stored before it was recorded.
+    created_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True, default=utcnow)
 
 
 class PlanArtifact(Base):

@@ -24,6 +24,11 @@ sensitive root variables) is collected first, and any shown leaf equal to one of
 too; a shown string that *contains* the value of a sensitive root variable (4 characters or more)
 is masked as well. Map keys are shown as they are (Terraform never marks keys).
 
+Whether a sensitive value changed is still told, without the value: where both sides of a key are
+masked, the SHA-256 digests of the two values are compared here, and the `after` side reads
+`"(sensitive value changed)"` when they differ (both stay `"(sensitive)"` when they do not, so an
+unchanged secret folds away with the other unchanged keys).
+
 `replaced_because` joins path steps with "." and writes integer steps as `[0]`:
 `[["network", 0, "name"]]` → `"network[0].name"`. Replacements that no attribute forces get a
 reason text instead (`REASON_TEXTS`).
@@ -35,12 +40,15 @@ as Terraform's own plan output does, to keep addresses unique.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 SENSITIVE = "(sensitive)"
+SENSITIVE_CHANGED = "(sensitive value changed)"
 UNKNOWN = "(known after apply)"
 
 GROUPS: tuple[tuple[str, str], ...] = (
@@ -210,9 +218,42 @@ def _attribute_changes(
         if not changed:
             continue
         shown_b = scrub.mask(raw_b, bs, None)
-        shown_a = scrub.mask(raw_a, as_, au)
+        shown_a = _flag_changed_secrets(shown_b, scrub.mask(raw_a, as_, au), raw_b, raw_a)
         out.append(AttributeChange(name=name, before=shown_b, after=shown_a, forces_replacement=forced))
     return tuple(out)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _flag_changed_secrets(shown_b: Any, shown_a: Any, raw_b: Any, raw_a: Any) -> Any:
+    """`shown_a` with SENSITIVE_CHANGED wherever both sides are masked and the values' digests
+    differ; the values themselves are never part of the result."""
+    if shown_b == SENSITIVE and shown_a == SENSITIVE:
+        return SENSITIVE_CHANGED if _digest(raw_b) != _digest(raw_a) else SENSITIVE
+    if isinstance(shown_b, dict) and isinstance(shown_a, dict):
+        rb = raw_b if isinstance(raw_b, dict) else {}
+        ra = raw_a if isinstance(raw_a, dict) else {}
+        return {
+            k: _flag_changed_secrets(shown_b[k], v, rb.get(k), ra.get(k)) if k in shown_b else v
+            for k, v in shown_a.items()
+        }
+    if isinstance(shown_b, list) and isinstance(shown_a, list):
+        rb_list = raw_b if isinstance(raw_b, list) else []
+        ra_list = raw_a if isinstance(raw_a, list) else []
+        return [
+            _flag_changed_secrets(
+                shown_b[i] if i < len(shown_b) else None,
+                v,
+                rb_list[i] if i < len(rb_list) else None,
+                ra_list[i] if i < len(ra_list) else None,
+            )
+            if i < len(shown_b)
+            else v
+            for i, v in enumerate(shown_a)
+        ]
+    return shown_a
 
 
 def _child(marks: Any, name: str) -> Any:

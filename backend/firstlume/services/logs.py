@@ -15,6 +15,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,6 +44,9 @@ class LogSlice:
     text: str
     # Where the next read continues: the run-level offset just past what was returned.
     next_offset: int
+    # When each piece of `text` arrived: (index in `text` where a chunk's part starts, the
+    # chunk's time), in order. A line's time is that of the chunk its first character came in.
+    times: tuple[tuple[int, datetime | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class Chunk:
     offset: int
     step: str
     text: str
+    at: datetime | None = None
 
     @property
     def end(self) -> int:
@@ -68,7 +73,9 @@ async def read_chunks(
 ) -> list[Chunk]:
     """Stored chunks that end after `offset` (and start before `before`), in order: the first
     may straddle `offset`, unless the caller knows that a chunk ends there (`at_boundary`)."""
-    query = select(LogChunk.offset, LogChunk.step, LogChunk.text).where(LogChunk.run_id == run_id)
+    query = select(LogChunk.offset, LogChunk.step, LogChunk.text, LogChunk.created_at).where(
+        LogChunk.run_id == run_id
+    )
     if at_boundary:
         query = query.where(LogChunk.offset >= offset)
     elif offset > 0:
@@ -87,19 +94,25 @@ async def read_chunks(
     if step is not None:
         query = query.where(LogChunk.step == step)
     rows = await session.execute(query.order_by(LogChunk.offset).limit(limit))
-    return [Chunk(o, s, t) for o, s, t in rows if o + len(t) > offset]
+    return [Chunk(o, s, t, at) for o, s, t, at in rows if o + len(t) > offset]
 
 
 def slice_of(chunks: list[Chunk], offset: int) -> LogSlice:
     """The text of the chunks from `offset` on."""
     parts = []
+    times: list[tuple[int, datetime | None]] = []
+    length = 0
     next_offset = offset
     for chunk in chunks:
         if chunk.end <= offset:
             continue
-        parts.append(chunk.text[max(0, offset - chunk.offset) :])
+        part = chunk.text[max(0, offset - chunk.offset) :]
+        if not times or times[-1][1] != chunk.at:
+            times.append((length, chunk.at))
+        parts.append(part)
+        length += len(part)
         next_offset = chunk.end
-    return LogSlice("".join(parts), next_offset)
+    return LogSlice("".join(parts), next_offset, tuple(times))
 
 
 async def read_log(

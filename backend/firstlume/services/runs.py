@@ -133,7 +133,7 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
         )
     await require_approver(unit.session, run, actor.user_id, actor.email, approving=False)
-    run = await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email)
+    run = await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email, ended_by=actor.email)
     await _record(unit, actor, run, AuditAction.RUN_DISCARD)
     return run
 
@@ -152,6 +152,6 @@ async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> 
             status=run.status,
         )
     previous = run.status
-    run = await change_status(unit, run, RunStatus.CANCELED, actor=actor.email)
+    run = await change_status(unit, run, RunStatus.CANCELED, actor=actor.email, ended_by=actor.email)
     await _record(unit, actor, run, AuditAction.RUN_CANCEL, was=RunStatus(previous).value)
     return run

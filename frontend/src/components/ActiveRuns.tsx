@@ -3,6 +3,7 @@ import { Link, useLocation, useParams } from "react-router";
 import { useLiveSubscription } from "../api/hooks";
 import { ActiveRunsDocument, type RunListItemFragment } from "../graphql/generated";
 import { TimeAgo, TypeBadge, StatusBadge } from "./ui";
+import { WaitingFor } from "./Waiting";
 import type { ApiError } from "../api/client";
 
 type ActiveRuns = {
@@ -28,7 +29,7 @@ export function ActiveRunsProvider({ org, children }: { org: string; children: R
       runs: runs ?? [],
       loaded: runs !== null,
       error,
-      version: (runs ?? []).map((r) => `${r.id}:${r.status}:${r.queuePosition ?? ""}`).join(","),
+      version: (runs ?? []).map((r) => `${r.id}:${r.status}:${r.queuePosition ?? ""}:${r.blockedBy?.id ?? ""}`).join(","),
     }),
     [runs, error],
   );
@@ -73,7 +74,6 @@ function ActiveRunsList({ headingId, headingLevel = 2 }: { headingId: string; he
               </div>
               <div className="line">
                 <StatusBadge status={run.status} />
-                {run.queuePosition !== null && <span className="muted small">position {run.queuePosition}</span>}
                 <span className="muted small right">
                   <TimeAgo iso={run.createdAt} />
                 </span>
@@ -85,6 +85,8 @@ function ActiveRunsList({ headingId, headingLevel = 2 }: { headingId: string; he
                 </div>
               )}
             </Link>
+            {/* Beside the run's link, not inside it: it links to the run it waits for. */}
+            <WaitingFor org={org ?? ""} run={run} compact />
           </li>
         ))}
       </ul>

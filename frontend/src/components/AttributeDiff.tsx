@@ -1,6 +1,6 @@
 import { useState, type ReactNode } from "react";
 import type { JsonValue } from "../graphql/generated";
-import { SENSITIVE, UNKNOWN, isObject, type DiffNode, type LineOp } from "../diff/attributes";
+import { SENSITIVE, SENSITIVE_CHANGED, UNKNOWN, isObject, type DiffNode, type LineOp } from "../diff/attributes";
 import { plural } from "../format";
 
 // Long values are cut on screen; the plan itself is what gets applied.
@@ -28,6 +28,7 @@ const KIND_SYMBOL: Record<DiffNode["kind"], string> = {
 /** One value as tokens that never break inside: strings, numbers, markers such as (sensitive). */
 export function Token({ value }: { value: JsonValue }) {
   if (value === SENSITIVE) return <span className="tok sensitive">(sensitive)</span>;
+  if (value === SENSITIVE_CHANGED) return <span className="tok sensitive" data-sensitive-changed="">sensitive value changed</span>;
   if (value === UNKNOWN) return <span className="tok unknown">(known after apply)</span>;
   if (value === null) return <span className="tok null">null</span>;
   if (typeof value === "string") {
@@ -163,6 +164,8 @@ function DiffBody({ node }: { node: DiffNode }) {
     case "removed":
       return <WholeValue value={node.value} op="removed" />;
     case "changed":
+      // A secret that changed: said in words, with neither value (the server never sends them).
+      if (node.before === SENSITIVE && node.after === SENSITIVE_CHANGED) return <Token value={node.after} />;
       return (
         <span className="diff-change">
           <Token value={node.before} />

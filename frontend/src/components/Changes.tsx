@@ -1,6 +1,13 @@
 import { memo, useDeferredValue, useState } from "react";
 import type { ChangeAction, ChangeItemFragment, ResourceStateItemFragment } from "../graphql/generated";
-import { NO_FILTERS, useChangeList, type ChangeGroupPage, type ChangeSummary } from "../data/changes";
+import {
+  NO_FILTERS,
+  useChangeOverview,
+  useChangePage,
+  type ChangeFilters,
+  type ChangeGroupInfo,
+  type ChangeSummary,
+} from "../data/changes";
 import { diffAttribute } from "../diff/attributes";
 import { plural } from "../format";
 import { AttributeDiff } from "./AttributeDiff";
@@ -31,20 +38,22 @@ export function ChangesView({
   const [text, setText] = useState("");
   const [type, setType] = useState("");
   const [unit, setUnit] = useState("");
-  const [pages, setPages] = useState<Partial<Record<ChangeAction, number>>>({});
   const filters = { ...NO_FILTERS, text: useDeferredValue(text), type, unit };
-  const list = useChangeList({ org, runId, planned }, filters, pages, PAGE_SIZE);
+  const source = { org, runId, planned };
+  const overview = useChangeOverview(source, filters);
 
   if (planned === null) return <>{empty}</>;
-  if (!list.summary) return list.error ? <ErrorBox error={list.error} /> : <Loading what="the changes" />;
-  if (list.total === 0) {
+  if (!overview.summary) return overview.error ? <ErrorBox error={overview.error} /> : <Loading what="the changes" />;
+  if (overview.total === 0) {
     return <Empty title="No changes.">The plan found nothing to create, update, replace or delete.</Empty>;
   }
   const filtering = Boolean(filters.text.trim() || type || unit);
+  // A group's pages start again at the first whenever the filters change.
+  const filterKey = `${filters.text.trim()}|${type}|${unit}`;
   return (
     <div className="changes">
       <div className="summary-line" data-testid="summary">
-        <SummaryParts summary={list.summary} />
+        <SummaryParts summary={overview.summary} />
       </div>
       <div className="filters">
         <input
@@ -55,16 +64,16 @@ export function ChangesView({
           onChange={(e) => setText(e.target.value)}
         />
         <select aria-label="Filter by resource type" value={type} onChange={(e) => setType(e.target.value)}>
-          <option value="">All types ({list.types.length})</option>
-          {list.types.map((t) => (
+          <option value="">All types ({overview.types.length})</option>
+          {overview.types.map((t) => (
             <option key={t} value={t}>
               {t}
             </option>
           ))}
         </select>
         <select aria-label="Filter by unit" value={unit} onChange={(e) => setUnit(e.target.value)}>
-          <option value="">All units ({list.units.length})</option>
-          {list.units.map((u) => (
+          <option value="">All units ({overview.units.length})</option>
+          {overview.units.map((u) => (
             <option key={u} value={u}>
               {u === "." ? ". (root)" : u}
             </option>
@@ -72,12 +81,12 @@ export function ChangesView({
         </select>
         {filtering && (
           <span className="small muted" role="status">
-            {plural(list.matched, "match", "matches")} of {list.total.toLocaleString()}
+            {plural(overview.matched, "match", "matches")} of {overview.total.toLocaleString()}
           </span>
         )}
       </div>
-      {list.groups.map((group) => (
-        <ChangeGroup key={group.action} group={group} states={states} onPage={(page) => setPages({ ...pages, [group.action]: page })} />
+      {overview.groups.map((group) => (
+        <ChangeGroup key={`${group.action}|${filterKey}`} source={source} group={group} filters={filters} states={states} />
       ))}
     </div>
   );
@@ -108,9 +117,22 @@ export function SummaryParts({ summary }: { summary: ChangeSummary }) {
   );
 }
 
-function ChangeGroup({ group, states, onPage }: { group: ChangeGroupPage; states: LiveStates; onPage: (page: number) => void }) {
+function ChangeGroup({
+  source,
+  group,
+  filters,
+  states,
+}: {
+  source: { org: string; runId: string; planned: string | null };
+  group: ChangeGroupInfo;
+  filters: ChangeFilters;
+  states: LiveStates;
+}) {
   const [open, setOpen] = useState(true);
-  const { action, title, count, matched, items, page, pages, offset } = group;
+  // The cursors of the pages read so far: the last one is the page shown.
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const { action, title, count, matched } = group;
+  const page = cursors.length - 1;
   const id = `group-${action.toLowerCase()}`;
   return (
     <section className={`group group-${action.toLowerCase()} ${count === 0 ? "empty-group" : ""}`} data-group={action} aria-labelledby={`${id}-title`}>
@@ -149,28 +171,78 @@ function ChangeGroup({ group, states, onPage }: { group: ChangeGroupPage; states
       </header>
       {open && count > 0 && (
         <div id={`${id}-list`}>
-          <div className="change-list">
-            {items.map((change) => (
-              <ChangeRow key={change.address} change={change} live={states.get(change.address)} />
-            ))}
-            {matched === 0 && <div className="muted small pad">Nothing here matches the filter.</div>}
-          </div>
-          {pages > 1 && (
-            <nav className="pager" aria-label={`Pages of ${title.toLowerCase()}`}>
-              <button className="btn small" disabled={page === 0} onClick={() => onPage(page - 1)}>
-                ← Previous
-              </button>
-              <span className="small muted">
-                {(offset + 1).toLocaleString()}–{Math.min(matched, offset + items.length).toLocaleString()} of {matched.toLocaleString()}
-              </span>
-              <button className="btn small" disabled={page >= pages - 1} onClick={() => onPage(page + 1)}>
-                Next →
-              </button>
-            </nav>
+          {matched === 0 ? (
+            <div className="change-list">
+              <div className="muted small pad">Nothing here matches the filter.</div>
+            </div>
+          ) : (
+            <GroupPage
+              source={source}
+              action={action}
+              title={title}
+              filters={filters}
+              states={states}
+              after={cursors[page]}
+              offset={page * PAGE_SIZE}
+              matched={matched}
+              onPrevious={page > 0 ? () => setCursors(cursors.slice(0, -1)) : null}
+              onNext={(next) => setCursors([...cursors, next])}
+            />
           )}
         </div>
       )}
     </section>
+  );
+}
+
+/** One page of a group, read from the server, with the pager under it. */
+function GroupPage({
+  source,
+  action,
+  title,
+  filters,
+  states,
+  after,
+  offset,
+  matched,
+  onPrevious,
+  onNext,
+}: {
+  source: { org: string; runId: string; planned: string | null };
+  action: ChangeAction;
+  title: string;
+  filters: ChangeFilters;
+  states: LiveStates;
+  after: string | null;
+  offset: number;
+  matched: number;
+  onPrevious: (() => void) | null;
+  onNext: (next: string) => void;
+}) {
+  const { items, next, loading, error } = useChangePage(source, action, filters, after, PAGE_SIZE);
+  if (error) return <ErrorBox error={error} />;
+  if (loading) return <Loading what={`the changes of “${title}”`} />;
+  return (
+    <>
+      <div className="change-list">
+        {items.map((change) => (
+          <ChangeRow key={change.address} change={change} live={states.get(change.address)} />
+        ))}
+      </div>
+      {matched > PAGE_SIZE && (
+        <nav className="pager" aria-label={`Pages of ${title.toLowerCase()}`}>
+          <button className="btn small" disabled={!onPrevious} onClick={() => onPrevious?.()}>
+            ← Previous
+          </button>
+          <span className="small muted">
+            {(offset + 1).toLocaleString()}–{Math.min(matched, offset + items.length).toLocaleString()} of {matched.toLocaleString()}
+          </span>
+          <button className="btn small" disabled={!next} onClick={() => next && onNext(next)}>
+            Next →
+          </button>
+        </nav>
+      )}
+    </>
   );
 }
 

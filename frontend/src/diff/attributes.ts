@@ -5,6 +5,8 @@ import { diffArrays, diffLines } from "diff";
 import type { JsonValue } from "../graphql/generated";
 
 export const SENSITIVE = "(sensitive)";
+/** The server's word for a sensitive value whose digest changed; neither value is ever sent. */
+export const SENSITIVE_CHANGED = "(sensitive value changed)";
 export const UNKNOWN = "(known after apply)";
 
 export type LineOp = { op: "added" | "removed" | "same"; text: string };

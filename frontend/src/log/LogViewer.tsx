@@ -18,6 +18,13 @@ const NOTE_HEIGHT = 30;
 const OVERSCAN = 50;
 const MATCH_LIMIT = 10_000;
 
+const pad = (n: number) => String(n).padStart(2, "0");
+/** A line's time of day (the viewer's clock), as a terminal with timestamps would show it. */
+function clock(ms: number): string {
+  const d = new Date(ms);
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
 type Segment =
   | { kind: "header"; section: number; start: number }
   | { kind: "sub"; section: number; line: number; start: number }
@@ -308,7 +315,7 @@ export function LogViewer({
         {count === 0 ? (
           <div className="log-empty">{runFinished && sections.every((s) => s.state.completed) ? "This log is empty." : waiting}</div>
         ) : (
-          <div className="log-rows" style={{ height: virtualizer.getTotalSize(), minWidth: `calc(${widest}ch + 5.5em)` }}>
+          <div className="log-rows" style={{ height: virtualizer.getTotalSize(), minWidth: `calc(${widest}ch + 5.5em + 10ch)` }}>
             {virtualizer.getVirtualItems().map((item) => {
               const segment = segmentAt(segments, item.index);
               const section = sections[segment.section];
@@ -346,11 +353,19 @@ export function LogViewer({
               }
               const line = segment.from + item.index - segment.start;
               const isCurrent = currentMatch && currentMatch.section === segment.section && currentMatch.line === line ? currentMatch.start : null;
+              const time = section.log.time(line);
               return (
                 <div key={item.key} className="log-row log-line" style={style} data-line={line + 1}>
                   <span className="ln" aria-hidden="true">
                     {line + 1}
                   </span>
+                  {time === null ? (
+                    <span className="ts" aria-hidden="true" />
+                  ) : (
+                    <time className="ts" dateTime={new Date(time).toISOString()} title={new Date(time).toLocaleString()}>
+                      {clock(time)}
+                    </time>
+                  )}
                   <span className="lt">
                     <LogLineText line={section.log.line(line)} query={query} current={isCurrent} />
                   </span>

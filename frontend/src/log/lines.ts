@@ -10,11 +10,20 @@ export function stripAnsi(line: string): string {
   return line.includes("\u001b") ? line.replace(ANSI, "") : line;
 }
 
+/** Where a piece of appended text starts (index in that text) and when the server received it. */
+export type TextTime = { index: number; at: string | null };
+
 export class LogLines {
   /** Whole lines, as received (with their ANSI codes). */
   readonly lines: string[] = [];
+  /** When each line's first character reached the server (ms since the epoch; null if unknown). */
+  readonly times: (number | null)[] = [];
   /** The last line while it has no newline yet. */
   partial = "";
+  /** When the partial line's first character arrived. */
+  private partialTime: number | null = null;
+  /** The time of the text appended last: text with no time of its own continues it. */
+  private lastTime: number | null = null;
   /** Indices of heading lines ("--- init"): the apply phase's parts. */
   readonly headings: number[] = [];
   /** The longest line, in characters without ANSI codes: the width the view needs. */
@@ -28,20 +37,45 @@ export class LogLines {
     return index < this.lines.length ? this.lines[index] : this.partial;
   }
 
-  append(text: string): void {
+  time(index: number): number | null {
+    return index < this.lines.length ? this.times[index] : this.partialTime;
+  }
+
+  /** Appends `text`; `times` (by index into `text`, in order) say when its pieces arrived. */
+  append(text: string, times: readonly TextTime[] = []): void {
     if (!text) return;
-    const parts = text.split("\n");
-    parts[0] = this.partial + parts[0];
-    this.partial = parts.pop() ?? "";
-    for (const line of parts) this.push(line);
+    let next = 0;
+    const timeAt = (index: number): number | null => {
+      while (next < times.length && times[next].index <= index) {
+        const at = times[next++].at;
+        this.lastTime = at === null ? null : Date.parse(at);
+      }
+      return this.lastTime;
+    };
+    let start = 0;
+    let newline = text.indexOf("\n");
+    while (newline !== -1) {
+      const time = this.partial ? this.partialTime : timeAt(start);
+      this.push(this.partial + text.slice(start, newline), time);
+      this.partial = "";
+      this.partialTime = null;
+      start = newline + 1;
+      newline = text.indexOf("\n", start);
+    }
+    if (start < text.length) {
+      if (!this.partial) this.partialTime = timeAt(start);
+      this.partial += text.slice(start);
+    }
+    timeAt(text.length);
     this.measure(this.partial);
   }
 
-  private push(raw: string): void {
+  private push(raw: string, time: number | null): void {
     // A carriage return redraws the line: what a terminal would show is what follows the last one.
     const line = raw.includes("\r") ? raw.slice(raw.lastIndexOf("\r", raw.length - 2) + 1).replace(/\r$/, "") : raw;
     if (line.startsWith("--- ") && HEADING.test(line)) this.headings.push(this.lines.length);
     this.lines.push(line);
+    this.times.push(time);
     this.measure(line);
   }
 

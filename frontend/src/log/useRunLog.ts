@@ -3,7 +3,7 @@ import { useClient } from "urql";
 import type { ApiError } from "../api/client";
 import { liveSubscription, type SubscriptionState } from "../api/hooks";
 import { RunLogDocument } from "../graphql/generated";
-import { LogLines } from "./lines";
+import { LogLines, type TextTime } from "./lines";
 
 export type LogSection = {
   step: string;
@@ -12,7 +12,7 @@ export type LogSection = {
   state: SubscriptionState;
 };
 
-type Follower = { section: LogSection; offset: number; pending: string; stop: () => void };
+type Follower = { section: LogSection; offset: number; pending: string; pendingTimes: TextTime[]; stop: () => void };
 
 /**
  * The log of each of `steps`, live (one subscription per step that has started), as sections of
@@ -42,8 +42,9 @@ export function useRunLog(org: string, runId: string, steps: readonly string[]):
       frame.current = null;
       for (const follower of followers.current.values()) {
         if (follower.pending) {
-          follower.section.log.append(follower.pending);
+          follower.section.log.append(follower.pending, follower.pendingTimes);
           follower.pending = "";
+          follower.pendingTimes = [];
         }
       }
       bump();
@@ -54,7 +55,7 @@ export function useRunLog(org: string, runId: string, steps: readonly string[]):
     for (const step of key ? key.split("\n") : []) {
       if (followers.current.has(step)) continue;
       const section: LogSection = { step, log: new LogLines(), state: { error: null, live: false, completed: false } };
-      const follower: Follower = { section, offset: 0, pending: "", stop: () => {} };
+      const follower: Follower = { section, offset: 0, pending: "", pendingTimes: [], stop: () => {} };
       followers.current.set(step, follower);
       follower.stop = liveSubscription(
         client,
@@ -64,6 +65,9 @@ export function useRunLog(org: string, runId: string, steps: readonly string[]):
           next: ({ runLog }) => {
             if (runLog.nextOffset <= follower.offset) return;
             follower.offset = runLog.nextOffset;
+            // The times index this piece's text; batched after what is pending, they shift by its length.
+            const shift = follower.pending.length;
+            for (const time of runLog.times) follower.pendingTimes.push({ index: time.index + shift, at: time.at });
             follower.pending += runLog.text;
             schedule();
           },

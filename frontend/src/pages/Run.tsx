@@ -6,7 +6,9 @@ import { ConfigurationView } from "../components/Configuration";
 import { LogViewer } from "../log/LogViewer";
 import { StepStrip, StepTimeline } from "../components/Steps";
 import { Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
-import { dateTime, originPhrase, plural, shortSha } from "../format";
+import { dateTime, duration, originPhrase, plural, shortSha } from "../format";
+import { WaitingFor } from "../components/Waiting";
+import { FailedResourcesBox } from "../components/FailedResources";
 import {
   ApproveRunDocument,
   CancelRunDocument,
@@ -77,6 +79,7 @@ function RunView() {
           <pre>{run.error}</pre>
         </div>
       )}
+      <FailedResourcesBox org={org} run={run} />
       <ApprovalPanel org={org} run={run} />
       <nav className="tabs" aria-label="Views of the run">
         {TABS.map((t) => (
@@ -127,7 +130,6 @@ function RunView() {
 function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragment; onPickStep: (name: string) => void }) {
   const mutate = useMutate();
   const { busy, error, run: act } = useAction();
-  const cancelable = run.status === "QUEUED" || run.status === "APPLY_QUEUED";
 
   const cancel = () =>
     act(async () => {
@@ -156,9 +158,8 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
         <span data-testid="run-status">
           <StatusBadge status={run.status} />
         </span>
-        {run.queuePosition !== null && <span className="pill">position {run.queuePosition} in queue</span>}
         <span className="spacer" />
-        {cancelable && (
+        {run.cancelable && (
           <button className="btn" onClick={() => void cancel()} disabled={busy} title="Only queued runs can be canceled">
             Cancel run
           </button>
@@ -189,6 +190,16 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
         )}
         {run.trigger.kind === "SCHEDULE" && <span data-testid="run-trigger">by the drift schedule</span>}
         {run.finishedAt && <span title={dateTime(run.finishedAt)}>finished <TimeAgo iso={run.finishedAt} /></span>}
+        {run.durationMs !== null && (
+          <span title="From the start of the first phase to the end: time in the queue is not counted" data-testid="run-took">
+            took {duration(run.durationMs)}
+          </span>
+        )}
+        {run.endedBy && (
+          <span data-testid="ended-by">
+            {run.status === "DISCARDED" ? "discarded" : "canceled"} by <strong>{run.endedBy}</strong>
+          </span>
+        )}
         {run.summary && (
           <span>
             <SummaryParts summary={run.summary} />
@@ -216,6 +227,7 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
       ) : (
         <div className="commit muted small">The commit is known after checkout ({run.stack.branch}).</div>
       )}
+      <WaitingFor org={org} run={run} />
       <StepStrip steps={run.steps} onPick={onPickStep} />
       <ErrorBox error={error} />
     </div>
@@ -352,7 +364,32 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
   if (run.status === "DISCARDED") {
     return (
       <section className="approval discarded" aria-label="Approval">
-        <p>The plan was discarded; nothing was applied.</p>
+        <p>
+          The plan was discarded{run.endedBy && <> by <strong data-testid="discarded-by">{run.endedBy}</strong></>}
+          {run.finishedAt && (
+            <>
+              {" "}
+              <TimeAgo iso={run.finishedAt} />
+            </>
+          )}
+          ; nothing was applied.
+        </p>
+      </section>
+    );
+  }
+  if (run.status === "CANCELED") {
+    return (
+      <section className="approval discarded" aria-label="Cancellation">
+        <p>
+          The run was canceled{run.endedBy && <> by <strong data-testid="canceled-by">{run.endedBy}</strong></>}
+          {run.finishedAt && (
+            <>
+              {" "}
+              <TimeAgo iso={run.finishedAt} />
+            </>
+          )}{" "}
+          before it {run.summary ? "applied anything" : "started"}.
+        </p>
       </section>
     );
   }

@@ -1,16 +1,18 @@
 import { useState } from "react";
-import { Link, NavLink, useNavigate, useParams } from "react-router";
+import { Link, NavLink, useNavigate, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
-import { duration, shortSha } from "../format";
+import { duration, shortSha, STATUS_LABEL } from "../format";
 import {
   StackPageDocument,
   StartRunDocument,
   UpdateStackTriggerDocument,
   type RunListItemFragment,
+  type RunStatus,
   type RunType,
   type StackTrigger,
+  type TriggerKind,
 } from "../graphql/generated";
 
 const PAGE = 25;
@@ -56,10 +58,36 @@ export function StackPage() {
   const navigate = useNavigate();
   // Read again whenever a run starts, moves or ends: statuses and queue positions change then.
   const { version } = useActiveRuns();
+  // The history's filters live in the address (?status=failed&type=apply&trigger=push): a
+  // filtered history can be linked to. The server filters and counts; a change starts at page 1.
+  const [params, setParams] = useSearchParams();
+  const filters = readFilters(params);
+  const filterKey = `${filters.status}|${filters.type}|${filters.trigger}`;
   // Pages of older runs, by cursor: the first page (null) is the newest.
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const [paging, setPaging] = useState<{ key: string; cursors: (string | null)[] }>({ key: filterKey, cursors: [null] });
+  const cursors = paging.key === filterKey ? paging.cursors : [null];
+  const setCursors = (next: (string | null)[]) => setPaging({ key: filterKey, cursors: next });
   const after = cursors[cursors.length - 1];
-  const { data, error, loading } = useApiQuery(StackPageDocument, { org, slug, first: PAGE, after }, { refreshKey: version });
+  const { data, error, loading } = useApiQuery(
+    StackPageDocument,
+    {
+      org,
+      slug,
+      first: PAGE,
+      after,
+      status: filters.status ? [filters.status] : null,
+      type: filters.type ? [filters.type] : null,
+      trigger: filters.trigger ? [filters.trigger] : null,
+    },
+    { refreshKey: version },
+  );
+  const filtering = Boolean(filters.status || filters.type || filters.trigger);
+  const setFilter = (name: keyof Filters, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value) next.set(name, value.toLowerCase());
+    else next.delete(name);
+    setParams(next, { replace: true });
+  };
   const [confirmDestroy, setConfirmDestroy] = useState(false);
   const [starting, setStarting] = useState<RunType | null>(null);
   const action = useAction();
@@ -143,8 +171,13 @@ export function StackPage() {
       <ErrorBox error={action.error} title="The run was not started." />
       <ErrorBox error={error} />
       <Card title={`Runs${stack.runs.totalCount ? ` (${stack.runs.totalCount})` : ""}`}>
+        <HistoryFilters filters={filters} onChange={setFilter} matched={filtering ? stack.runs.totalCount : null} />
         {stack.runs.nodes.length === 0 ? (
-          <Empty title="No runs yet.">Start a plan to see what this stack would change.</Empty>
+          filtering ? (
+            <Empty title="No run matches these filters.">Clear a filter to see more of the history.</Empty>
+          ) : (
+            <Empty title="No runs yet.">Start a plan to see what this stack would change.</Empty>
+          )
         ) : (
           <RunTable org={org} runs={stack.runs.nodes} />
         )}
@@ -204,11 +237,81 @@ function TriggerPicker({ org, slug, trigger }: { org: string; slug: string; trig
   );
 }
 
-/** How long a run took: from the start of its first step (not its time in the queue) to its end. */
+/** How long a run took, as the server measures it: from the start of its first phase (time in
+ * the queue is not counted) to its end; nothing for a run that never started. */
 function took(run: RunListItemFragment): string {
-  const started = run.steps.find((step) => step.startedAt)?.startedAt;
-  if (!run.finishedAt || !started) return "";
-  return duration(Math.max(0, Date.parse(run.finishedAt) - Date.parse(started)));
+  return run.durationMs === null ? "" : duration(run.durationMs);
+}
+
+type Filters = { status: RunStatus | ""; type: RunType | ""; trigger: TriggerKind | "" };
+
+const STATUSES = Object.keys(STATUS_LABEL) as RunStatus[];
+const TYPES: RunType[] = ["PLAN", "APPLY", "DESTROY", "DRIFT"];
+const TRIGGER_KINDS: { kind: TriggerKind; label: string }[] = [
+  { kind: "MANUAL", label: "a person" },
+  { kind: "PUSH", label: "a push" },
+  { kind: "SCHEDULE", label: "the schedule" },
+];
+
+function readFilters(params: URLSearchParams): Filters {
+  const pick = <T extends string>(name: string, allowed: readonly T[]): T | "" => {
+    const value = (params.get(name) ?? "").toUpperCase() as T;
+    return allowed.includes(value) ? value : "";
+  };
+  return {
+    status: pick("status", STATUSES),
+    type: pick("type", TYPES),
+    trigger: pick(
+      "trigger",
+      TRIGGER_KINDS.map((t) => t.kind),
+    ),
+  };
+}
+
+/** The history's filters: status, type and what started the run, answered by the server. */
+function HistoryFilters({
+  filters,
+  onChange,
+  matched,
+}: {
+  filters: Filters;
+  onChange: (name: keyof Filters, value: string) => void;
+  /** How many runs match, while filtering. */
+  matched: number | null;
+}) {
+  return (
+    <div className="filters history-filters" role="group" aria-label="Filter the run history">
+      <select aria-label="Filter runs by status" value={filters.status} onChange={(e) => onChange("status", e.target.value)}>
+        <option value="">Any status</option>
+        {STATUSES.map((status) => (
+          <option key={status} value={status}>
+            {STATUS_LABEL[status]}
+          </option>
+        ))}
+      </select>
+      <select aria-label="Filter runs by type" value={filters.type} onChange={(e) => onChange("type", e.target.value)}>
+        <option value="">Any type</option>
+        {TYPES.map((type) => (
+          <option key={type} value={type}>
+            {type.toLowerCase()}
+          </option>
+        ))}
+      </select>
+      <select aria-label="Filter runs by trigger" value={filters.trigger} onChange={(e) => onChange("trigger", e.target.value)}>
+        <option value="">Started by anything</option>
+        {TRIGGER_KINDS.map((t) => (
+          <option key={t.kind} value={t.kind}>
+            Started by {t.label}
+          </option>
+        ))}
+      </select>
+      {matched !== null && (
+        <span className="small muted" role="status" data-testid="history-matches">
+          {matched.toLocaleString()} {matched === 1 ? "run matches" : "runs match"}
+        </span>
+      )}
+    </div>
+  );
 }
 
 /** The stack's runs: a table on wide screens, one card per run on narrow ones (same markup). */

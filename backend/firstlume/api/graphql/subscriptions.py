@@ -226,7 +226,7 @@ class Subscription:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         run = await run_of_org(info, org, str(run_id))
         async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
-            yield LogChunk(text=part.text, next_offset=part.next_offset)
+            yield LogChunk.of(part)
 
     @strawberry.subscription(
         description="The run now, then again whenever its status, steps, commit, configuration or summary "

@@ -106,6 +106,7 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "updated_at": iso(run.updated_at),
         "started_at": iso(started),
         "finished_at": iso(run.finished_at),
+        "ended_by": run.ended_by,
         "duration_ms": duration_ms(started, run.finished_at),
         "queue_position": details.queue_position,
         "commit": commit,

@@ -44,7 +44,10 @@ class ChangeSummary:
 class AttributeChange:
     name: str
     before: JSON | None = strawberry.field(description='"(sensitive)" for sensitive values.')
-    after: JSON | None = strawberry.field(description='"(sensitive)", or "(known after apply)".')
+    after: JSON | None = strawberry.field(
+        description='"(sensitive)"; "(sensitive value changed)" where both sides are sensitive and the '
+        'digests of the two values differ (neither value is sent); or "(known after apply)".'
+    )
     forces_replacement: bool
 
 

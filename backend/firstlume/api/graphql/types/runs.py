@@ -17,7 +17,7 @@ from firstlume.api.graphql.types.settings import ResolvedPrincipals, ResolvedSet
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services.access.approvers import Verdict, viewer_verdicts
-from firstlume.services.logs import read_log
+from firstlume.services.logs import LogSlice, read_log
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import RunStep
 from firstlume.services.reads.changes import ChangeFilter, ChangePageKey, Cursor
@@ -199,10 +199,31 @@ class FailedResources:
     addresses: list[str] = strawberry.field(description="The first 100 addresses, in plan order.")
 
 
+@strawberry.type(description="Where a piece of a log chunk's text starts, and when the server received it.")
+class LogTime:
+    index: int = strawberry.field(
+        description="The character index in the chunk's `text` where the piece starts."
+    )
+    at: datetime | None = strawberry.field(description="Null for text stored before times were recorded.")
+
+
 @strawberry.type(description="A piece of the run's log and the run-level offset just after it.")
 class LogChunk:
     text: str
     next_offset: int = strawberry.field(description="Pass as `fromOffset` to continue after this text.")
+    times: list[LogTime] = strawberry.field(
+        default_factory=list,
+        description="When each part of `text` arrived, in order; a line's time is that of the part its "
+        "first character is in.",
+    )
+
+    @classmethod
+    def of(cls, part: LogSlice) -> LogChunk:
+        return cls(
+            text=part.text,
+            next_offset=part.next_offset,
+            times=[LogTime(index=index, at=at) for index, at in part.times],
+        )
 
 
 @strawberry.type
@@ -230,6 +251,7 @@ class Run:
     trigger: RunTrigger = filled()
     failed_resources: FailedResources = filled("The apply's failed resources; none means count 0.")
     log_length: int = filled("The log's length in characters so far.")
+    ended_by: str | None = filled("Who discarded or canceled the run (their email); null for any other end.")
 
     def __post_init__(self) -> None:
         run = self.row
@@ -266,6 +288,7 @@ class Run:
             count=run.failed_resource_count, addresses=list(run.failed_resource_addresses or [])
         )
         self.log_length = run.log_length
+        self.ended_by = run.ended_by
 
     @strawberry.field
     async def stack(self) -> Annotated[Stack, strawberry.lazy("firstlume.api.graphql.types.catalog")]:
@@ -339,4 +362,4 @@ class Run:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         async with self.loaders.reads.session() as session:
             part = await read_log(session, self.row.id, from_offset, step)
-        return LogChunk(text=part.text, next_offset=part.next_offset)
+        return LogChunk.of(part)
