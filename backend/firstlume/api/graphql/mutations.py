@@ -15,7 +15,6 @@ from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.errors import (
     AcknowledgementRequiredError,
     AlreadyExistsError,
-    CannotCancelError,
     ConflictError,
     InvalidInputError,
     InvalidStatusError,
@@ -62,7 +61,7 @@ DiscardRunResult = Annotated[
     Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("DiscardRunResult")
 ]
 CancelRunResult = Annotated[
-    Run | NotFoundError | CannotCancelError | ConflictError, strawberry.union("CancelRunResult")
+    Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("CancelRunResult")
 ]
 CreateFolderResult = Annotated[
     Folder | NotFoundError | InvalidInputError, strawberry.union("CreateFolderResult")
@@ -100,7 +99,7 @@ APPROVE_ERRORS = (
     InvalidInputError,
 )
 DISCARD_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
-CANCEL_ERRORS = (NotFoundError, CannotCancelError, ConflictError)
+CANCEL_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
 STACK_ERRORS = (NotFoundError, InvalidInputError, AlreadyExistsError)
 
 
