@@ -14,6 +14,8 @@ in tests/test_execution_e2e.py and tests/test_execution_integrity.py.)
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +27,7 @@ from firstlume.db.models import Run
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.settings import Settings
-from support.runs import plan_run, start
+from support.runs import plan_run, report, start
 from support.snapshot import snapshot
 
 O = "/api/v1/orgs/acme"
@@ -259,3 +261,88 @@ async def test_a_filter_is_honoured_not_ignored(
     everything = (await client.get(f"{O}/stacks/net/runs", headers=tenant.headers)).json()["runs"]
     failed = (await client.get(f"{O}/stacks/net/runs?status=failed", headers=tenant.headers)).json()["runs"]
     assert len(everything) == 1 and failed == []
+
+
+# A run's error and its failed resources --------------------------------------------------------
+
+TWO = {**PLAN, "resource_changes": [
+    {**PLAN["resource_changes"][0], "address": f"terraform_data.{n}", "name": n} for n in ("first", "broken", "later")
+]}  # fmt: skip
+RUN_QUERY = """query($id: ID!) { organization(slug: "acme") { run(id: $id) {
+  status error failedResources { count addresses } changes { nodes { address state error } } } } }"""
+
+
+async def applied_with(
+    client: httpx.AsyncClient,
+    ctx: Context,
+    tenant: Tenant,
+    resources: list[dict[str, Any]],
+    error: str | None,
+) -> str:
+    """An apply of three resources, approved, whose apply phase reports `resources` and ends
+    failed with `error` (None: a failure of resources only)."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, "acme", "net", "apply")
+    assert await plan_run(ctx, TWO) == {run_id: "awaiting_approval"}
+    assert (await client.post(f"{O}/runs/{run_id}/approve", headers=tenant.headers)).status_code == 200
+    [launch] = await dispatch.claim_applies(ctx)
+    if resources:
+        await report(ctx, launch.token, "resources", {"updates": resources})
+    assert await report(ctx, launch.token, "finish", {"status": "failed", "error": error}) == "failed"
+    return run_id
+
+
+async def both_apis(
+    client: httpx.AsyncClient, tenant: Tenant, run_id: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    rest = (await client.get(f"{O}/runs/{run_id}", headers=tenant.headers)).json()
+    response = await client.post(
+        "/graphql", json={"query": RUN_QUERY, "variables": {"id": run_id}}, headers=tenant.headers
+    )
+    body = response.json()
+    assert "errors" not in body, body
+    return rest, body["data"]["organization"]["run"]
+
+
+async def test_a_failed_resource_is_counted_apart_and_leaves_the_runs_error_null(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    run_id = await applied_with(
+        client,
+        ctx,
+        tenant,
+        [
+            {"address": "terraform_data.first", "state": "done"},
+            {"address": "terraform_data.broken", "state": "failed", "error": "Error: the disk is full"},
+        ],
+        None,
+    )
+    rest, graphql = await both_apis(client, tenant, run_id)
+    assert rest["error"] is None and graphql["error"] is None
+    assert rest["failed_resources"] == {"count": 1, "addresses": ["terraform_data.broken"]}
+    assert graphql["failedResources"] == {"count": 1, "addresses": ["terraform_data.broken"]}
+    states = {c["address"]: c["state"] for c in graphql["changes"]["nodes"]}
+    assert states == {
+        "terraform_data.first": "DONE", "terraform_data.broken": "FAILED", "terraform_data.later": "NOT_APPLIED",
+    }  # fmt: skip
+
+
+async def test_a_run_level_failure_is_the_runs_error_and_an_apply_that_never_started_leaves_pending(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    # As Terraform refusing a stale plan: the apply ends before any resource starts.
+    run_id = await applied_with(client, ctx, tenant, [], "Saved plan is stale")
+    rest, graphql = await both_apis(client, tenant, run_id)
+    assert rest["error"] == graphql["error"] == "Saved plan is stale"
+    assert rest["failed_resources"] == {"count": 0, "addresses": []}
+    assert graphql["failedResources"] == {"count": 0, "addresses": []}
+    # The documented state of resources of an apply that never started: pending, never
+    # not_applied (kept for "another resource failed").
+    states = {c["state"] for c in graphql["changes"]["nodes"]}
+    assert states == {"PENDING"}
+
+
+def test_the_docs_say_what_an_apply_that_never_started_leaves() -> None:
+    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "rest-api.md").read_text().split())
+    assert "If the apply never starts" in docs and "every resource stays `pending`" in docs
+    assert "`not_applied` is kept for what never started because another resource failed" in docs
