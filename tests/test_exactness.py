@@ -254,6 +254,28 @@ async def test_every_get_route_takes_the_parameters_it_documents(
     assert response.status_code == 200, (path, query, response.text)
 
 
+@pytest.mark.parametrize(
+    ("template", "query", "field"),
+    [
+        ("/api/v1/orgs/{org}/runs/{run}/logs", "?follow=maybe", "follow"),
+        ("/api/v1/orgs/{org}/runs", "?active=false", "active"),
+        ("/api/v1/orgs/{org}/stacks/{stack}/runs", "?status=stuck", "status"),
+        ("/api/v1/orgs/{org}/stacks/{stack}/state/versions", "?limit=0", "limit"),
+    ],
+)
+async def test_a_documented_parameter_with_a_value_it_does_not_take_is_refused(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    one_of_each: dict[str, str],
+    template: str,
+    query: str,
+    field: str,
+) -> None:
+    response = await client.get(concrete(template, one_of_each) + query, headers=tenant.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+
+
 async def test_a_filter_is_honoured_not_ignored(
     client: httpx.AsyncClient, ctx: Context, tenant: Tenant, one_of_each: dict[str, str]
 ) -> None:
