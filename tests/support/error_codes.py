@@ -52,7 +52,12 @@ def error_classes() -> list[type[Any]]:
     def subclasses(cls: type) -> list[type]:
         return [cls, *(s for c in cls.__subclasses__() for s in subclasses(c))]
 
-    found = {cls for cls in subclasses(FirstlumeError) if cls is not FirstlumeError}
+    # Only the product's: a class a test defines is no code the API returns.
+    found = {
+        cls
+        for cls in subclasses(FirstlumeError)
+        if cls is not FirstlumeError and cls.__module__.startswith("firstlume.")
+    }
     return sorted(found, key=lambda cls: (cls.__module__, cls.__qualname__))
 
 
