@@ -34,6 +34,7 @@ from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
+from support.error_codes import acheck_error_codes
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEST_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, tests only
@@ -175,7 +176,11 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app: Starlette = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        # Every error code a test meets must be in docs/rest-api.md's table.
+        hooks = {"response": [acheck_error_codes]}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://testserver", event_hooks=hooks
+        ) as http:
             yield http
 
 

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from conftest import free_port, wait_until
+from support.make_run import make_run as serve_make_run
+from support.make_run import shell
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_COMMANDS = {
@@ -37,69 +32,9 @@ def test_doc_commands_are_quoted_from_the_documentation() -> None:
 
 @pytest.fixture
 def make_run(tmp_path: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen[str]]]:
-    """`make run` in the repository, on a fresh data directory and a free port."""
-    for tool in ("curl", "jq", "make"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"`{tool}` is needed by this test (see README: Testing).")
-    port = free_port()
-    env = {
-        **os.environ,
-        "FIRSTLUME_DATA_DIR": str(tmp_path / "data"),
-        "FIRSTLUME_SCHEDULER": "off",
-        "PYTHON": sys.executable,
-    }
-    env.pop("FIRSTLUME_DATABASE_URL", None)
-    env.pop("FIRSTLUME_ENCRYPTION_KEYS", None)
-    process = subprocess.Popen(
-        [
-            "make",
-            "--no-print-directory",
-            "-C",
-            str(ROOT),
-            "run",
-            f"PORT={port}",
-            f"VENV={Path(sys.executable).parent.parent}",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    exports: dict[str, str] = {}
-    lines: list[str] = []
-    for line in process.stdout:
-        lines.append(line)
-        match = re.match(r"^export (\w+)=(.*)$", line.strip())
-        if match:
-            exports[match.group(1)] = match.group(2)
-        if "ST" in exports:
-            break
-    assert {"FIRSTLUME_TOKEN", "H", "O", "ST"} <= set(exports), "".join(lines)
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _ready(url) or process.poll() is not None, 60, "make run to serve")
-    assert process.poll() is None, "".join(lines) + process.stdout.read()
-    yield exports, process
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=30)
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def shell(exports: dict[str, str], command: str, **variables: str) -> str:
-    script = "\n".join(f"export {k}={v}" for k, v in exports.items())
-    script += "".join(f"\nexport {k}={v}" for k, v in variables.items())
-    result = subprocess.run(
-        ["bash", "-c", script + "\n" + command], capture_output=True, text=True, timeout=30
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    """`make run` in the repository, on a fresh data directory and a free port (no scheduler)."""
+    with serve_make_run(tmp_path / "data", scheduler=False) as served:
+        yield served
 
 
 def test_make_run_serves_the_demo_and_the_documented_curl_commands_work(

@@ -157,7 +157,8 @@ async def test_runs_start_list_get_and_cancel(
 
     refused = await client.post(f"{O}/runs/{run['id']}/cancel", headers=h)
     assert refused.status_code == 409
-    assert refused.json()["error"]["code"] == "cannot_cancel"
+    assert refused.json()["error"]["code"] == "invalid_status"
+    assert refused.json()["error"]["status"] == "planning"
     assert "corrupt the state" in refused.json()["error"]["message"]
     canceled = await client.post(f"{O}/runs/{second['id']}/cancel", headers=h)
     assert canceled.status_code == 200 and canceled.json()["status"] == "canceled"
@@ -314,9 +315,11 @@ REFUSALS = [
     # (method, path, body, field, message): one sentence a person understands, naming the field.
     ("POST", "/stacks/net/runs", '{"type": "yolo"}', "type", "'type' must be one of plan, apply, destroy, drift; got 'yolo'."),
     ("POST", "/stacks/net/runs", "{}", "type", "'type' is required: one of plan, apply, destroy, drift."),
+    ("POST", "/stacks/net/runs", '{"type": null}', "type", "'type' is required: one of plan, apply, destroy, drift."),
+    ("POST", "/stacks", '{"repository": "file:///r"}', "slug", "'slug' is required."),
     ("POST", "/stacks/net/runs", '{"type": "plan", "extra": 1}', "extra", "Unknown field 'extra'; a run takes only 'type'."),
     ("POST", "/stacks", '{"slug": "ok"}', "repository", "'repository' is required."),
-    ("POST", "/stacks", '{"slug": "ok", "repository": null}', "repository", "'repository' must be a string; got null."),
+    ("POST", "/stacks", '{"slug": "ok", "repository": null}', "repository", "'repository' is required."),
     ("POST", "/stacks", '{"slug": "ok", "repository": "  "}', "repository", "'repository' must not be empty."),
     ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "branch": "' + "b" * 300 + '"}', "branch", "'branch' must be at most 255 characters."),
     ("POST", "/stacks", '{"slug": "ok", "repository": "file:///r", "colour": "red"}', "colour", "Unknown field 'colour'; a stack takes branch, folder, git_https_token, git_ssh_key, name, path, repository, slug, trigger."),

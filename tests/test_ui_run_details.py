@@ -101,11 +101,17 @@ resource "terraform_data" "after" { input = terraform_data.broken.output }
     )
     expect(page.get_by_test_id("run-status")).to_have_text("failed")
     expect(page.locator('[data-step="apply"]').first).to_have_attribute("data-step-status", "FAILED")
-    # The failed resources, counted and named at the top of the page (the server's count).
-    failed = page.get_by_test_id("failed-resources")
-    expect(failed.get_by_test_id("failed-count")).to_have_text("1 resource failed to apply.")
-    expect(failed.locator("li")).to_have_text(["terraform_data.broken"])
-    ui.check_screen(page, "desktop-run-failed")
+    # The failure belongs to a resource: counted apart (live, as the run ends), and the run has
+    # no error of its own to show.
+    expect(page.get_by_test_id("failed-resources")).to_have_text(
+        "1 resource failed: terraform_data.broken. Each one's error is with its change below."
+    )
+    expect(page.get_by_test_id("run-error")).to_have_count(0)
+    ui.check_screen(page, "run-failed")
+    phone = ui.open({"width": 390, "height": 844})
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/runs/{run_id}")
+    expect(phone.get_by_test_id("failed-resources")).to_contain_text("terraform_data.broken")
+    ui.check_screen(phone, "run-failed-phone")
 
 
 def test_a_plan_with_over_a_thousand_changes_is_paged_and_filtered_quickly(

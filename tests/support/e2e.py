@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from support.error_codes import check_error_codes
 from support.git_repos import commit_files, make_repo
 
 
@@ -63,7 +64,11 @@ class Api:
 
     def __init__(self, base_url: str, org: str, token: str) -> None:
         self.o = f"{base_url}/api/v1/orgs/{org}"
-        self.http = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.http = httpx.Client(
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+            event_hooks={"response": [check_error_codes]},  # codes listed in docs/rest-api.md
+        )
 
     def close(self) -> None:
         self.http.close()

@@ -59,9 +59,10 @@ def _sentence(model: type[Command], error: ErrorDetails, field: str | None, excl
     if kind == "extra_forbidden":
         return _unknown(model, field, exclude=exclude)
     info = model.model_fields.get(field)
-    expected = _expectation(info, kind, error)
-    if kind == "missing":
+    if kind == "missing" or _null_for_required(info, error):
+        expected = _expectation(info, "missing", error)
         return f"'{field}' is required: {expected}." if expected else f"'{field}' is required."
+    expected = _expectation(info, kind, error)
     if kind in ("string_too_long", "too_long"):
         return f"'{field}' must be at most {error['ctx']['max_length']} characters."
     if kind == "enum":
@@ -70,6 +71,18 @@ def _sentence(model: type[Command], error: ErrorDetails, field: str | None, excl
         where = f" at position {error['loc'][1]}" if len(error["loc"]) > 1 else ""
         return f"'{field}' must be {expected}; got {type_name(error['input'])}{where}."
     return f"'{field}' is not valid: {_with_period(error['msg'].lower())}"
+
+
+def _null_for_required(info: FieldInfo | None, error: ErrorDetails) -> bool:
+    """null sent for a field that must have a value says the same as leaving it out: the field
+    is required (not "must be a string; got null")."""
+    return (
+        info is not None
+        and info.is_required()
+        and len(error["loc"]) == 1
+        and error.get("input", ...) is None
+        and not _nullable(info.annotation)
+    )
 
 
 def _expectation(info: FieldInfo | None, kind: str, error: ErrorDetails) -> str | None:

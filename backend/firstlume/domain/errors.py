@@ -47,13 +47,13 @@ class AlreadyExists(Conflict):
 
 
 class InvalidStatus(Conflict):
-    """The run's current status forbids the request (approve when not awaiting approval, …)."""
+    """The run's current status forbids the request (approve or discard when not awaiting
+    approval, cancel once it has started, …): one code for all of them, the status in `status`."""
 
     code = "invalid_status"
 
-
-class CannotCancel(InvalidStatus):
-    code = "cannot_cancel"
+    def __init__(self, message: str, *, status: Any) -> None:
+        super().__init__(message, status=str(status))
 
 
 class AcknowledgementRequired(Conflict):

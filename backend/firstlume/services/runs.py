@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import Organization, ResourceChange, Run, Stack
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
-from firstlume.domain.errors import AcknowledgementRequired, CannotCancel, InvalidStatus, NotFound
-from firstlume.domain.runs import ACTIVE, CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
+from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound
+from firstlume.domain.runs import CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
 from firstlume.services import audit
 from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
@@ -140,18 +140,20 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
 
 async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> Run:
     if run.status not in CANCELABLE:
-        reason = (
-            "interrupting a running phase can corrupt the state"
-            if run.status in RUNNING
-            else "it has already finished"
-            if run.status not in ACTIVE
-            else "it is awaiting approval: discard it instead"
-        )
-        raise CannotCancel(
-            f"Run {run.id} is {run.status} and cannot be canceled: {reason}. Only queued and apply_queued runs can be canceled.",
-            status=run.status,
-        )
+        raise InvalidStatus(_why_not_cancelable(run), status=run.status)
     previous = run.status
     run = await change_status(unit, run, RunStatus.CANCELED, actor=actor.email, ended_by=actor.email)
     await _record(unit, actor, run, AuditAction.RUN_CANCEL, was=RunStatus(previous).value)
     return run
+
+
+def _why_not_cancelable(run: Run) -> str:
+    """One sentence: the run's status, what can be canceled, and what to do instead."""
+    only = "only a queued or apply_queued run can be canceled"
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        return f"Run {run.id} is {run.status}; {only}, so discard it instead."
+    if run.status in RUNNING:
+        return (
+            f"Run {run.id} is {run.status}; {only}, because stopping a running phase can corrupt the state."
+        )
+    return f"Run {run.id} is {run.status}; {only}, and this one has already finished."

@@ -8,7 +8,6 @@ import { StepStrip, StepTimeline } from "../components/Steps";
 import { Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { dateTime, duration, originPhrase, plural, shortSha } from "../format";
 import { WaitingFor } from "../components/Waiting";
-import { FailedResourcesBox } from "../components/FailedResources";
 import {
   ApproveRunDocument,
   CancelRunDocument,
@@ -79,7 +78,7 @@ function RunView() {
           <pre>{run.error}</pre>
         </div>
       )}
-      <FailedResourcesBox org={org} run={run} />
+      {run.failedResources.count > 0 && <FailedResources failed={run.failedResources} />}
       <ApprovalPanel org={org} run={run} />
       <nav className="tabs" aria-label="Views of the run">
         {TABS.map((t) => (
@@ -478,6 +477,27 @@ function ConfirmList({
           </li>
         ))}
       </ul>
+    </div>
+  );
+}
+
+// The apply's failed resources, apart from the run's own error: each one's error is on its change.
+const SHOWN_FAILED = 5;
+function FailedResources({ failed }: { failed: { count: number; addresses: string[] } }) {
+  const shown = failed.addresses.slice(0, SHOWN_FAILED);
+  const more = failed.count - shown.length;
+  return (
+    <div className="alert alert-danger failed-resources" role="alert" data-testid="failed-resources">
+      <strong>
+        {failed.count === 1 ? "1 resource failed" : `${failed.count} resources failed`}
+      </strong>
+      : {shown.map((address, i) => (
+        <span key={address}>
+          {i > 0 && ", "}
+          <code>{address}</code>
+        </span>
+      ))}
+      {more > 0 && ` and ${more} more`}. Each one's error is with its change below.
     </div>
   );
 }

@@ -22,7 +22,6 @@ from firstlume.api.graphql.enums import RunStatus
 from firstlume.domain.errors import (
     AcknowledgementRequired,
     AlreadyExists,
-    CannotCancel,
     Conflict,
     FirstlumeError,
     InvalidRequest,
@@ -63,14 +62,10 @@ class AlreadyExistsError(Error):
 
 
 @strawberry.type(
-    description="The run's status forbids this (approve or discard a run not awaiting approval)."
+    description="The run's status forbids this: approve or discard a run not awaiting approval, "
+    "cancel a run that is not queued or apply_queued. `status` is the run's current status."
 )
 class InvalidStatusError(Error):
-    status: RunStatus
-
-
-@strawberry.type(description="Only queued and apply_queued runs can be canceled.")
-class CannotCancelError(Error):
     status: RunStatus
 
 
@@ -96,8 +91,6 @@ def as_error_type(error: FirstlumeError) -> Error | None:
             return AcknowledgementRequiredError(
                 code=error.code, message=error.message, missing=list(error.missing)
             )
-        case CannotCancel():
-            return CannotCancelError(code=error.code, message=error.message, status=_status(error))
         case InvalidStatus():
             return InvalidStatusError(code=error.code, message=error.message, status=_status(error))
         case AlreadyExists():

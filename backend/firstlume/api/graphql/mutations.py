@@ -16,7 +16,6 @@ from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.errors import (
     AcknowledgementRequiredError,
     AlreadyExistsError,
-    CannotCancelError,
     ConflictError,
     InvalidInputError,
     InvalidStatusError,
@@ -76,7 +75,7 @@ DiscardRunResult = Annotated[
     Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("DiscardRunResult")
 ]
 CancelRunResult = Annotated[
-    Run | NotFoundError | CannotCancelError | ConflictError, strawberry.union("CancelRunResult")
+    Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("CancelRunResult")
 ]
 CreateFolderResult = Annotated[
     Folder | NotFoundError | InvalidInputError, strawberry.union("CreateFolderResult")
@@ -152,7 +151,7 @@ APPROVE_ERRORS = (
     InvalidInputError,
 )
 DISCARD_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
-CANCEL_ERRORS = (NotFoundError, CannotCancelError, ConflictError)
+CANCEL_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
 STACK_ERRORS = (NotFoundError, InvalidInputError, AlreadyExistsError)
 
 

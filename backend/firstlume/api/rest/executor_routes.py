@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
+from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
@@ -57,6 +57,7 @@ async def phase_report(
 
 @endpoint
 async def spec(request: Request) -> Response:
+    check_query(request)
     async with phase_request(request) as (unit, run, token):
         # An apply whose managed state moved since its plan fails here, before Terraform starts.
         moved = (
@@ -120,6 +121,7 @@ async def upload_plan(request: Request) -> Response:
 
 @endpoint
 async def download_plan(request: Request) -> Response:
+    check_query(request)
     async with phase_request(request) as (unit, run, token):
         return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
 

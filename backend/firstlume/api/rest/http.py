@@ -101,6 +101,16 @@ def int_param(request: Request, name: str, default: int | None, low: int, high: 
     return value
 
 
+def bool_param(request: Request, name: str, default: bool) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = {"true": True, "1": True, "false": False, "0": False}.get(raw.lower())
+    if value is None:
+        raise InvalidRequest(f"'{name}' must be true or false; got {raw!r}.", field=name)
+    return value
+
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 

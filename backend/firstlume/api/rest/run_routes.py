@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from firstlume.api.rest.http import context_of, endpoint, int_param, json_body, query_values
+from firstlume.api.rest.http import bool_param, context_of, endpoint, int_param, json_body, query_values
 from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import changes_document, run_json
 from firstlume.api.validation import command
@@ -157,7 +157,7 @@ async def cancel(request: Request) -> Response:
 async def logs(request: Request) -> Response:
     async with org_read(request, "step", "follow") as (session, _, org):
         step = request.query_params.get("step") or None
-        follow = request.query_params.get("follow", "false").lower() in ("true", "1")
+        follow = bool_param(request, "follow", False)
         run = await run_reads.run_in_org(session, org.id, request.path_params["run"])
         if run is None:
             raise NotFound(f"No run '{request.path_params['run']}' in this organization.")
