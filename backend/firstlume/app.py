@@ -35,9 +35,22 @@ def build_launcher(settings: Settings) -> Launcher:
         from firstlume.launchers.kubernetes import KubernetesLauncher
 
         return KubernetesLauncher.from_settings(settings)
-    from firstlume.launchers.local import LocalLauncher
+    from firstlume.demo import DEMO_REPOSITORY
+    from firstlume.launchers.local import Isolation, LocalLauncher
 
-    return LocalLauncher(settings.data_dir / "executors")
+    hidden_files: tuple[Path, ...] = ()
+    if settings.is_sqlite:
+        database = Path(settings.database_url.split(":///", 1)[1]).resolve()
+        hidden_files = tuple(database.with_name(database.name + s) for s in ("", "-wal", "-shm", "-journal"))
+    isolation = Isolation(
+        work_root=settings.executor_work_dir,
+        hidden_dirs=(settings.data_dir,),
+        hidden_files=hidden_files,
+        shown_dirs=(settings.data_dir / DEMO_REPOSITORY,),
+        sandbox=settings.executor_sandbox,
+        passed_env=settings.executor_env,
+    )
+    return LocalLauncher(settings.data_dir / "executors", isolation=isolation)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
