@@ -9,9 +9,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
+from firstlume.api.body_limits import BodyLimits
 from firstlume.api.graphql.app import graphql_routes
 from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
 from firstlume.api.rest.http import not_found_route
@@ -91,7 +93,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Authenticated first, body capped: a body is never read for a caller without a token.
+    middleware = [
+        Middleware(
+            BodyLimits,
+            max_json_bytes=settings.max_json_body_bytes,
+            max_upload_bytes=settings.max_upload_bytes,
+        )
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.settings = settings
     return app
 

@@ -457,6 +457,16 @@ class Settings(_EnvSettings):
         ),
         json_schema_extra=doc(default_text="none"),
     )
+    max_json_body_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        description="largest request body of the API, in bytes, but for uploads (larger: 413)",
+    )
+    max_upload_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="largest plan upload (executor) or state write (Terraform's http backend), in bytes (larger: 413)",
+    )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,
         description='the Kubernetes launcher\'s settings: see "Configure the executors" below',
