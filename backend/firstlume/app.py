@@ -4,6 +4,7 @@ the database engine, the pub/sub connection, the outbox relay and the scheduler.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,6 +31,21 @@ from firstlume.settings import Settings
 log = logging.getLogger("firstlume")
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+
+def protect_data_dir(settings: Settings) -> None:
+    """The data dir (database, generated key, executor logs) and an SQLite database file are
+    this user's alone: another user, an executor run as one included, cannot read them."""
+    paths = [settings.data_dir]
+    if settings.is_sqlite:
+        database = Path(settings.database_url.split(":///", 1)[1])
+        paths += [database.with_name(database.name + s) for s in ("", "-wal", "-shm")]
+    for path in paths:
+        try:
+            if path.exists() and path.stat().st_uid == os.getuid():
+                path.chmod(0o700 if path.is_dir() else 0o600)
+        except OSError:
+            log.warning("could not make %s private to this user", path)
 
 
 def build_launcher(settings: Settings) -> Launcher:
@@ -61,6 +77,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = Database(settings.database_url)
+        protect_data_dir(settings)
         pubsub = PubSub(settings.pubsub_url)
         await pubsub.connect()
         # The relay has a connection of its own: a burst of requests never holds up events, and
