@@ -447,7 +447,7 @@ class Settings(_EnvSettings):
     executor_work_dir: Path = Field(
         default=Path(""),
         description="local executors: where their work dirs are made (never inside the data dir)",
-        json_schema_extra=doc(default_text="`firstlume-executors` in the system's temporary directory"),
+        json_schema_extra=doc(default_text="`firstlume-executors-<uid>` in the system's temporary directory"),
     )
     executor_env: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
@@ -506,7 +506,7 @@ class Settings(_EnvSettings):
                 pubsub = "postgres://" + self.database_url.split("://", 1)[1]
             object.__setattr__(self, "pubsub_url", pubsub)
         if self.executor_work_dir == Path("") or str(self.executor_work_dir) in ("", "."):
-            default_work = Path(tempfile.gettempdir()) / "firstlume-executors"
+            default_work = Path(tempfile.gettempdir()) / f"firstlume-executors-{os.getuid()}"
             object.__setattr__(self, "executor_work_dir", default_work)
         work = self.executor_work_dir.resolve()
         object.__setattr__(self, "executor_work_dir", work)

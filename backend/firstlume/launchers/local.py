@@ -109,7 +109,9 @@ class LocalLauncher:
     ) -> None:
         self.log_dir = log_dir
         self.extra_env = extra_env or {}
-        self.isolation = isolation or Isolation(work_root=Path(tempfile.gettempdir()) / "firstlume-executors")
+        self.isolation = isolation or Isolation(
+            work_root=Path(tempfile.gettempdir()) / f"firstlume-executors-{os.getuid()}"
+        )
         self.work_dirs = WorkDirs(self.isolation.work_root)
         self.sandboxed = False
         self._processes: dict[PhaseRef, _Executor] = {}

@@ -45,6 +45,11 @@ class WorkDirs:
     def prepare(self) -> int:
         """Creates the root (only this user may enter it) and removes leftovers; returns how many."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.root.stat().st_uid != os.getuid():
+            raise RuntimeError(
+                f"the executors' work root {self.root} belongs to another user: "
+                "set FIRSTLUME_EXECUTOR_WORK_DIR to a directory of this user's"
+            )
         os.chmod(self.root, 0o700)
         removed = 0
         for entry in list(self.root.iterdir()):
