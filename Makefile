@@ -27,6 +27,7 @@ frontend: frontend/node_modules/.installed
 	cd frontend && npm run build
 
 run: install frontend
+	scripts/ensure-sandbox.sh
 	$(BIN)/firstlume migrate
 	@echo "Paste these exports into your shell (the demo token is new each time):"
 	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)

@@ -20,10 +20,12 @@ if ! pg_up; then
   exit 1
 fi
 
-# Debian packages the tests use: chromium for the browser tests; curl and jq because the
+# Debian packages the tests use: bubblewrap for the executors' sandbox (the isolation test runs
+# with it), chromium for the browser tests; curl and jq because the
 # documentation's commands are run verbatim.
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 if [ ${#missing[@]} -gt 0 ]; then

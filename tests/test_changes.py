@@ -465,3 +465,38 @@ def test_an_unchanged_secret_reads_sensitive_on_both_sides_and_a_changed_one_say
     assert cfg.before == {"size": 1, "kept": SENSITIVE, "rotated": SENSITIVE}
     assert cfg.after == {"size": 2, "kept": SENSITIVE, "rotated": SENSITIVE_CHANGED}
     assert "secret" not in _dump([change])
+
+
+def test_firstlume_sensitive_values_are_masked_though_the_plan_marks_nothing() -> None:
+    """A Terraform variable not declared sensitive, given a value Firstlume holds as sensitive
+    (a string, and each leaf of an object): nothing in the plan marks it, it is masked anyway."""
+    db = {"user": "dbadmin-leaf", "password": "pw-leaf-secret"}
+    plan = {
+        "format_version": "1.2",
+        "resource_changes": [
+            {
+                "address": "terraform_data.x",
+                "mode": "managed",
+                "type": "terraform_data",
+                "name": "x",
+                "change": {
+                    "actions": ["create"],
+                    "before": None,
+                    "after": {
+                        "input": {"token": "tok-plain-secret", "url": "https://h/?t=tok-plain-secret", **db}
+                    },
+                    "after_unknown": {},
+                    "before_sensitive": False,
+                    "after_sensitive": {},
+                },
+            }
+        ],
+    }
+    shown = json.dumps(
+        [dataclasses.asdict(c) for c in changes_from_plan(plan, secrets=["tok-plain-secret", db])]
+    )
+    for secret in ("tok-plain-secret", "dbadmin-leaf", "pw-leaf-secret"):
+        assert secret not in shown
+    assert shown.count("(sensitive)") == 4
+    # Without them, the same plan shows every value: the masking is theirs.
+    assert "pw-leaf-secret" in json.dumps([dataclasses.asdict(c) for c in changes_from_plan(plan)])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 
 from sqlalchemy import select
@@ -13,6 +12,7 @@ from firstlume.db.engine import Database
 from firstlume.db.models import PlanArtifact
 from firstlume.services.context import Context
 from support.e2e import Api, backend_tf, make_stack_repo
+from support.secrets import database_bytes
 from support.terraform import apply, requires_terraform, terraform_env, write_config
 
 pytestmark = requires_terraform
@@ -31,20 +31,6 @@ variable "password" {
 resource "terraform_data" "db" { input = { user = "app", password = var.password } }
 """
 )
-
-
-def database_bytes(database_url: str) -> bytes:
-    """Every byte the database holds for its tables, as an attacker with the disk would see it."""
-    if database_url.startswith("sqlite"):
-        path = Path(database_url.split(":///", 1)[1])
-        # Recent writes may still sit in the write-ahead log: read it too.
-        wal = path.with_name(path.name + "-wal")
-        return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-    name = database_url.rsplit("/", 1)[1]
-    dump = subprocess.run(
-        ["pg_dump", "-h", "127.0.0.1", "-U", "postgres", "--data-only", name], capture_output=True, check=True
-    )
-    return dump.stdout
 
 
 def test_plan_artifacts_and_secrets_are_never_in_the_database_in_clear(

@@ -30,6 +30,7 @@ from firstlume.services.context import Context
 from support.e2e import make_stack_repo
 from support.executor_api import ExecutorReports
 from support.graphql_ws import GraphQLWebSocket, Rejected, SubscriptionError, ws_url
+from support.secrets import database_bytes
 from support.terraform import requires_terraform
 
 ORG = "acme"
@@ -484,10 +485,27 @@ async def test_resource_states_arrive_in_order_during_a_real_apply(
 
 
 SECRET = "s3cr3t-value-never-shown"
+# Sensitive in Firstlume, taken by a Terraform variable that is not declared sensitive.
+PLAIN_SECRET = "pl41n-tf-var-but-firstlume-secret"
+# A JSON-valued sensitive variable: each leaf is a secret of its own.
+DB_SECRET = {"user": "dbadmin-leaf-user", "password": "pw-leaf-7c1d-inside-object"}
+GIT_TOKEN = "ghp_gitTokenNeverShown0123456789abcdef"
+SSH_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACBsZWFrZWQtc3NoLWtleS1uZXZlci1zaG93bi1hbnl3aGVyZQAAAJgAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
 WITH_SECRET = """
 variable "secret" {
   type      = string
   sensitive = true
+}
+variable "plain_secret" {
+  type = string
+}
+variable "db" {
+  type = object({ user = string, password = string })
 }
 resource "terraform_data" "uses_secret" { input = var.secret }
 resource "terraform_data" "plain" {
@@ -496,25 +514,46 @@ resource "terraform_data" "plain" {
     command = "echo token=${var.secret}"
   }
 }
+resource "terraform_data" "uses_plain_secret" {
+  input = { exact = var.plain_secret, inside = "prefix-${var.plain_secret}-suffix" }
+  provisioner "local-exec" {
+    command = "echo plain=${var.plain_secret}"
+  }
+}
+resource "terraform_data" "uses_db" {
+  input = var.db
+  provisioner "local-exec" {
+    command = "echo db=${var.db.password} user=${var.db.user} all=${jsonencode(var.db)}"
+  }
+}
 """
+
+
+def secret_needles() -> list[str]:
+    ssh_lines = [line for line in SSH_KEY.splitlines() if line and not line.startswith("-----")]
+    return [SECRET, PLAIN_SECRET, *DB_SECRET.values(), GIT_TOKEN, *ssh_lines]
 
 
 @requires_terraform
 async def test_no_sensitive_value_reaches_any_response_or_message(
-    scheduled_server: LiveServer, tenant: Tenant, ctx: Context, tmp_path: Path
+    scheduled_server: LiveServer, tenant: Tenant, ctx: Context, tmp_path: Path, database_url: str
 ) -> None:
     repo = make_stack_repo(tmp_path, WITH_SECRET)
-    await make_stack(
-        ctx, tenant, {"slug": "app", "repository": repo.url, "path": repo.subdir, "folder": "prod"}
-    )
     api = Api(scheduled_server, tenant)
-    set_secret = """mutation { setVariable(org: "acme", name: "secret", value: "%s", sensitive: true, folder: "prod") {
+    create = """mutation($input: CreateStackInput!) { createStack(org: "acme", input: $input) {
+        __typename ... on Stack { slug } } }"""
+    stack = {"slug": "app", "repository": repo.url, "path": repo.subdir, "folder": "prod"}
+    stack |= {"gitHttpsToken": GIT_TOKEN, "gitSshKey": SSH_KEY}
+    assert (await api.query(create, input=stack))["createStack"] == {"__typename": "Stack", "slug": "app"}
+    set_secret = """mutation($name: String!, $value: JSON!) {
+        setVariable(org: "acme", name: $name, value: $value, sensitive: true, folder: "prod") {
         ... on Variable { name value sensitive } } }"""
-    assert (await api.query(set_secret % SECRET))["setVariable"] == {
-        "name": "secret",
-        "value": None,
-        "sensitive": True,
-    }
+    for name, value in (("secret", SECRET), ("plain_secret", PLAIN_SECRET), ("db", DB_SECRET)):
+        assert (await api.query(set_secret, name=name, value=value))["setVariable"] == {
+            "name": name,
+            "value": None,
+            "sensitive": True,
+        }
     async with api.socket(tenant.token) as ws:
         active = await ws.subscribe(
             ACTIVE_RUNS.replace("stack { slug }", "stack { slug variables { name value } }"), {"org": ORG}
@@ -540,20 +579,40 @@ async def test_no_sensitive_value_reaches_any_response_or_message(
         details = await api.query(
             """query($id: ID!) { organization(slug: "acme") {
                  variables { name value } folder(path: "prod") { variables { name value sensitive } }
+                 stack(slug: "app") { repository }
                  run(id: $id) { status error log { text } configuration { variables { name origin sensitive } }
                    changes { groups { changes { address attributes { name before after } } } } } } }""",
             id=run_id,
         )
         assert details["organization"]["run"]["status"] == "APPLIED", details["organization"]["run"]["error"]
-        assert details["organization"]["run"]["configuration"]["variables"] == [
-            {"name": "secret", "origin": "folder:prod", "sensitive": True}
-        ]
-    # The secret was really used...
-    assert repo.resources()["terraform_data.uses_secret"]["input"]["value"] == SECRET
-    # ...and appears in no GraphQL response or subscription message.
-    everything = [*api.responses, *ws.transcript]
+        assert {v["name"] for v in details["organization"]["run"]["configuration"]["variables"]} == {
+            "secret",
+            "plain_secret",
+            "db",
+        }
+    # The secrets were really used, the object as an object...
+    resources = repo.resources()
+    assert resources["terraform_data.uses_secret"]["input"]["value"] == SECRET
+    assert resources["terraform_data.uses_plain_secret"]["input"]["value"]["exact"] == PLAIN_SECRET
+    assert resources["terraform_data.uses_db"]["input"]["value"] == DB_SECRET
+    # ...and appear in no REST response,
+    paths = ["/stacks", "/stacks/app", f"/runs/{run_id}", f"/runs/{run_id}/changes", f"/runs/{run_id}/logs"]
+    async with httpx.AsyncClient(
+        base_url=f"{scheduled_server.url}/api/v1/orgs/acme", headers=tenant.headers, timeout=30
+    ) as rest:
+        rest_texts = [(await rest.get(path)).text for path in paths]
+    assert "Apply complete!" in rest_texts[-1] and "***" in rest_texts[-1]
+    # GraphQL response or subscription message (WebSocket frame), log file or database byte.
+    everything = [*api.responses, *ws.transcript, *rest_texts]
     assert len(ws.transcript) > 10
-    assert not [text for text in everything if SECRET in text]
+    data_dir = Path(scheduled_server.env["FIRSTLUME_DATA_DIR"])
+    files = [scheduled_server.log_path, *sorted((data_dir / "executors").glob("*.log"))]
+    assert len(files) >= 3
+    everything += [path.read_text(errors="replace") for path in files]
+    stored = database_bytes(database_url)
+    for needle in secret_needles():
+        assert not [text for text in everything if needle in text], needle
+        assert needle.encode() not in stored, needle
     await api.close()
 
 

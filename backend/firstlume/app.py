@@ -4,14 +4,17 @@ the database engine, the pub/sub connection, the outbox relay and the scheduler.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health
+from firstlume.api.body_limits import BodyLimits
 from firstlume.api.graphql.app import graphql_routes
 from firstlume.api.rest import (
     access_routes,
@@ -45,14 +48,42 @@ log = logging.getLogger("firstlume")
 STATIC_DIR = Path(__file__).parent / "static"
 
 
+def protect_data_dir(settings: Settings) -> None:
+    """The data dir (database, generated key, executor logs) and an SQLite database file are
+    this user's alone: another user, an executor run as one included, cannot read them."""
+    paths = [settings.data_dir]
+    if settings.is_sqlite:
+        database = Path(settings.database_url.split(":///", 1)[1])
+        paths += [database.with_name(database.name + s) for s in ("", "-wal", "-shm")]
+    for path in paths:
+        try:
+            if path.exists() and path.stat().st_uid == os.getuid():
+                path.chmod(0o700 if path.is_dir() else 0o600)
+        except OSError:
+            log.warning("could not make %s private to this user", path)
+
+
 def build_launcher(settings: Settings) -> Launcher:
     if settings.launcher == "kubernetes":
         from firstlume.launchers.kubernetes import KubernetesLauncher
 
         return KubernetesLauncher.from_settings(settings)
-    from firstlume.launchers.local import LocalLauncher
+    from firstlume.demo import DEMO_REPOSITORY
+    from firstlume.launchers.local import Isolation, LocalLauncher
 
-    return LocalLauncher(settings.data_dir / "executors")
+    hidden_files: tuple[Path, ...] = ()
+    if settings.is_sqlite:
+        database = Path(settings.database_url.split(":///", 1)[1]).resolve()
+        hidden_files = tuple(database.with_name(database.name + s) for s in ("", "-wal", "-shm", "-journal"))
+    isolation = Isolation(
+        work_root=settings.executor_work_dir,
+        hidden_dirs=(settings.data_dir,),
+        hidden_files=hidden_files,
+        shown_dirs=(settings.data_dir / DEMO_REPOSITORY,),
+        sandbox=settings.executor_sandbox,
+        passed_env=settings.executor_env,
+    )
+    return LocalLauncher(settings.data_dir / "executors", isolation=isolation)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -61,6 +92,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = Database(settings.database_url)
+        protect_data_dir(settings)
         pubsub = PubSub(settings.pubsub_url)
         await pubsub.connect()
         # The relay has a connection of its own: a burst of requests never holds up events, and
@@ -118,7 +150,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
     routes += _graphql_and_spa_routes()
     # Every route checks the role the permission table names; an unlisted route stops the start.
     routes = guard(routes)
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Authenticated first, body capped: a body is never read for a caller without a token.
+    middleware = [
+        Middleware(
+            BodyLimits,
+            max_json_bytes=settings.max_json_body_bytes,
+            max_upload_bytes=settings.max_upload_bytes,
+        )
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.settings = settings
     return app
 

@@ -18,6 +18,8 @@ from firstlume.services.context import Context
 EXAMPLE = Path(__file__).parent / "examples" / "demo-stack"
 DEMO_ORG = "demo"
 DEMO_STACK = "demo"
+# Inside the data dir; executors in a sandbox see it, read-only, and nothing else of the data dir.
+DEMO_REPOSITORY = "demo-repo"
 DEMO_USER = "demo@example.com"
 
 
@@ -48,7 +50,7 @@ def make_demo_repository(target: Path) -> str:
 
 async def seed_demo(ctx: Context) -> Demo:
     data_dir = ctx.settings.data_dir
-    url = make_demo_repository(data_dir / "demo-repo")
+    url = make_demo_repository(data_dir / DEMO_REPOSITORY)
     async with ctx.unit() as unit:
         session = unit.session
         org = await session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -456,6 +457,36 @@ class Settings(_EnvSettings):
         gt=0,
         description="seconds a replica keeps its claim on a notification being sent before another may send it again",
     )
+    executor_sandbox: Literal["auto", "bubblewrap", "off"] = Field(
+        default="auto",
+        description=(
+            "local executors: `bubblewrap` runs each in a sandbox (fails to start without it), "
+            "`auto` does where /usr/bin/bwrap works, `off` never"
+        ),
+    )
+    executor_work_dir: Path = Field(
+        default=Path(""),
+        description="local executors: where their work dirs are made (never inside the data dir)",
+        json_schema_extra=doc(default_text="`firstlume-executors-<uid>` in the system's temporary directory"),
+    )
+    executor_env: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "local executors: comma-separated names of the control plane's environment variables "
+            "they also get (PATH, locale, proxy and CA settings always pass; HOME is their own)"
+        ),
+        json_schema_extra=doc(default_text="none"),
+    )
+    max_json_body_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        description="largest request body of the API, in bytes, but for uploads (larger: 413)",
+    )
+    max_upload_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="largest plan upload (executor) or state write (Terraform's http backend), in bytes (larger: 413)",
+    )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,
         description='the Kubernetes launcher\'s settings: see "Configure the executors" below',
@@ -466,7 +497,7 @@ class Settings(_EnvSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.resolve()
 
-    @field_validator("encryption_keys", mode="before")
+    @field_validator("encryption_keys", "executor_env", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return _comma_list(value)
@@ -494,6 +525,16 @@ class Settings(_EnvSettings):
             if self.database_url.startswith("postgresql"):
                 pubsub = "postgres://" + self.database_url.split("://", 1)[1]
             object.__setattr__(self, "pubsub_url", pubsub)
+        if self.executor_work_dir == Path("") or str(self.executor_work_dir) in ("", "."):
+            default_work = Path(tempfile.gettempdir()) / f"firstlume-executors-{os.getuid()}"
+            object.__setattr__(self, "executor_work_dir", default_work)
+        work = self.executor_work_dir.resolve()
+        object.__setattr__(self, "executor_work_dir", work)
+        if work.is_relative_to(self.data_dir) or self.data_dir.is_relative_to(work):
+            raise ValueError(
+                "FIRSTLUME_EXECUTOR_WORK_DIR must be outside the data dir (and not contain it): "
+                "an executor must not reach the database or the key"
+            )
         if self.launcher == "kubernetes" and not self.k8s.image:
             raise ValueError(
                 f"{K8S_PREFIX}IMAGE is required with FIRSTLUME_LAUNCHER=kubernetes: the image executors run in"

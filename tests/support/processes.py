@@ -19,8 +19,13 @@ def executor_pids(run_id: str) -> list[int]:
             output = os.readlink(proc / "fd" / "1")
         except OSError:
             continue
-        if b"executor" in cmdline and (
-            f"FIRSTLUME_RUN_ID={run_id}".encode() in environ or Path(output).name.startswith(f"{run_id}-")
+        # In a sandbox, bubblewrap's own processes carry the executor's command line too.
+        if (
+            b"executor" in cmdline
+            and not cmdline[0].endswith(b"bwrap")
+            and (
+                f"FIRSTLUME_RUN_ID={run_id}".encode() in environ or Path(output).name.startswith(f"{run_id}-")
+            )
         ):
             pids.append(int(proc.name))
     return pids

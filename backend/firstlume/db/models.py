@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -166,6 +167,8 @@ class Variable(Base):
     sensitive: Mapped[bool] = mapped_column(Boolean, default=False)
     # Every value is sealed, sensitive or not, so no variable value is ever in the clear at rest.
     value_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    # The sealed text is JSON (a number, boolean, list or object), handed to Terraform typed.
+    value_json: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -22,7 +22,9 @@ the state, so the plan shows the secret unmarked under `before.output`. So, as a
 defence, every string or number that the plan marks sensitive anywhere (resources, outputs,
 sensitive root variables) is collected first, and any shown leaf equal to one of them is masked
 too; a shown string that *contains* the value of a sensitive root variable (4 characters or more)
-is masked as well. Map keys are shown as they are (Terraform never marks keys).
+is masked as well. The same goes for the values Firstlume itself holds as sensitive (`secrets`),
+and for each leaf of a JSON-valued one, used by a Terraform variable that is not declared
+sensitive. Map keys are shown as they are (Terraform never marks keys).
 
 Whether a sensitive value changed is still told, without the value: where both sides of a key are
 masked, the SHA-256 digests of the two values are compared here, and the `after` side reads
@@ -133,9 +135,11 @@ def classify(actions: Iterable[str]) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def changes_from_plan(plan: Mapping[str, Any], unit: str = ".") -> list[Change]:
+def changes_from_plan(plan: Mapping[str, Any], unit: str = ".", secrets: Iterable[Any] = ()) -> list[Change]:
+    """`secrets`: values Firstlume holds as sensitive (a string, a number, or a JSON value whose
+    every leaf is one), masked wherever they show, whether Terraform marks them or not."""
     resource_changes = plan.get("resource_changes") or ()
-    scrub = _Scrubber(plan)
+    scrub = _Scrubber(plan, secrets)
     result: list[Change] = []
     for rc in resource_changes:
         if rc.get("mode") == "data":
@@ -290,7 +294,7 @@ def _prune(marks: Any) -> Any:
 class _Scrubber:
     """Masks values: marked sensitive, marked unknown, or equal to a value known to be sensitive."""
 
-    def __init__(self, plan: Mapping[str, Any]) -> None:
+    def __init__(self, plan: Mapping[str, Any], known: Iterable[Any] = ()) -> None:
         self.secrets: set[Any] = set()
         for key in ("resource_changes", "resource_drift"):
             for rc in plan.get(key) or ():
@@ -308,6 +312,11 @@ class _Scrubber:
                 value = (values.get(name) or {}).get("value")
                 self._collect(value, True)
                 long_ones.update(self._strings(value))
+        # Firstlume's own sensitive values: the Terraform variable that takes one need not be
+        # declared sensitive, so nothing in the plan marks it.
+        for value in known:
+            self._collect(value, True)
+            long_ones.update(self._strings(value))
         long_ones = {s for s in long_ones if len(s) >= MIN_SUBSTRING_SECRET}
         self.pattern = (
             re.compile("|".join(re.escape(s) for s in sorted(long_ones, key=len, reverse=True)))

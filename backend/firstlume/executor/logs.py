@@ -115,6 +115,9 @@ class LogShipper:
     def write(self, step: str, text: str) -> None:
         if not text:
             return
+        # A program may print binary bytes; the control plane (and PostgreSQL text) refuses NUL,
+        # which would stop the log there: it becomes the replacement character.
+        text = text.replace("\x00", "\ufffd")
         if self._pending and self._pending[-1][0] == step:
             self._pending[-1] = (step, self._pending[-1][1] + text)
         else:

@@ -91,6 +91,20 @@ def _relative_path(value: str, info: ValidationInfo) -> str:
     return "/".join(parts) or "."
 
 
+def _repository(value: str, info: ValidationInfo) -> str:
+    """A password in the URL would be stored and shown as the URL is: refused, never echoed."""
+    try:
+        password = urlsplit(value.strip()).password
+    except ValueError:
+        password = None
+    if password is not None:
+        raise refuse(
+            f"'{info.field_name}' must not hold a password (https://user:password@…): give the token "
+            "or password as 'git_https_token', which is stored sealed and never shown."
+        )
+    return value
+
+
 def _variable_name(value: str, info: ValidationInfo) -> str:
     if not VARIABLE_NAME.match(value):
         raise refuse(
@@ -180,7 +194,7 @@ class CancelRun(Command):
 class CreateStack(Command):
     noun = "a stack"
     slug: Slug
-    repository: Annotated[NonBlank, Field(max_length=2000)]
+    repository: Annotated[NonBlank, Field(max_length=2000), AfterValidator(_repository)]
     # Absent or null: the slug, "main", the repository's root.
     name: Annotated[NonBlank, Field(max_length=200)] | None = None
     folder: FolderPath | None = None

@@ -227,7 +227,7 @@ async def store_plan(
     plan_file, plan_json, lock_file = upload.plan_file_b64, upload.plan_json, upload.lock_file
     variables = [v.model_dump(mode="json") for v in upload.variables]
     try:
-        changes = _changes_of_units(plan_json)
+        changes = _changes_of_units(plan_json, await _sensitive_values(ctx, session, run, upload))
     except (KeyError, TypeError, ValueError) as error:
         raise InvalidRequest(f"'plan_json' is not a Terraform plan: {error}.", field="plan_json") from None
     keyring = ctx.keyring
@@ -281,14 +281,24 @@ async def store_plan(
     return PlanRecorded(summary=PlanSummary(**summary.as_dict()), has_changes=summary.has_changes)
 
 
-def _changes_of_units(plan_json: dict[str, Any]) -> list[Change]:
+async def _sensitive_values(ctx: Context, session: AsyncSession, run: Run, upload: PlanUpload) -> list[Any]:
+    """Every value that is sensitive in Firstlume: as the executor used them, and as the control
+    plane holds them (it does not rely on the executor's word)."""
+    values = [v.value for v in upload.variables if v.sensitive]
+    stack = await session.get(Stack, run.stack_id)
+    if stack is not None:
+        values += [v.value for v in await effective_variables(session, ctx.keyring, stack) if v.sensitive]
+    return values
+
+
+def _changes_of_units(plan_json: dict[str, Any], secrets: list[Any]) -> list[Change]:
     """One Terraform root's plan, or Terragrunt `run --all` plans keyed by unit path."""
     units = plan_json.get("terragrunt_units")
     plans = sorted(units.items()) if isinstance(units, dict) else [(".", plan_json)]
     for _, plan in plans:
         if not isinstance(plan, dict) or not isinstance(plan.get("format_version"), str):
             raise ValueError("it has no format_version, as `show -json` output always does")
-    return [change for unit, plan in plans for change in changes_from_plan(plan, unit=unit)]
+    return [change for unit, plan in plans for change in changes_from_plan(plan, unit=unit, secrets=secrets)]
 
 
 async def _artifact(session: AsyncSession, run: Run) -> PlanArtifact:

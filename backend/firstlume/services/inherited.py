@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +101,7 @@ async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSett
 @dataclass(frozen=True)
 class VariableValue:
     name: str
-    value: str
+    value: Any  # a string, or the JSON value of a variable set as one
     sensitive: bool
     kind: str
     origin: str
@@ -130,6 +131,7 @@ async def put_variable(
         session.add(variable)
     variable.kind = command.kind.value
     variable.sensitive = command.sensitive
+    variable.value_json = not isinstance(command.value, str)
     variable.value_sealed = keyring.encrypt_text(
         command.value_text(), _variable_context(org_id, scope_label, scope.id, name)
     )
@@ -182,6 +184,10 @@ def reveal(keyring: KeyRing, variable: Variable) -> str:
     )
 
 
+def _typed(variable: Variable, text: str) -> Any:
+    return json.loads(text) if variable.value_json else text
+
+
 async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: Stack) -> list[VariableValue]:
     """The stack's variables with values, nearest level winning. Only executors may see values."""
     org, folders, _ = await _chain(session, stack)
@@ -203,7 +209,7 @@ async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: St
     return [
         VariableValue(
             name=name,
-            value=reveal(keyring, item.value),
+            value=_typed(item.value, reveal(keyring, item.value)),
             sensitive=item.value.sensitive,
             kind=item.value.kind,
             origin=item.origin,

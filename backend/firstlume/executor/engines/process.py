@@ -23,9 +23,10 @@ class EngineNotFound(Exception):
 
 
 def _die_with_parent() -> None:
-    """Runs in the engine's process before exec. The engine has a session of its own (so it can
-    be interrupted on its own), which also means it would outlive a killed executor and keep the
-    state locked: ask the kernel to kill it when its parent dies."""
+    """Runs in the engine's process before exec. The engine would outlive a killed executor and
+    keep the state locked: ask the kernel to kill it when its parent dies. (What the engine
+    started is ended by its process group, below, or by the launcher, which ends the executor's
+    whole session.)"""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -51,7 +52,9 @@ async def run_process(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=_STREAM_LIMIT,
-            start_new_session=True,
+            # A process group of its own, so that it can be interrupted on its own, inside the
+            # executor's session, so that the launcher ends it and all it started with the executor.
+            process_group=0,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except FileNotFoundError:
@@ -77,7 +80,18 @@ async def run_process(
     except BaseException:
         await _stop(process)
         raise
+    finally:
+        # Whatever the engine started and left (a provisioner's `sh -c`, a provider of an
+        # engine that was killed) ends with it.
+        _kill_group(process.pid)
     return code, b"".join(captured).decode("utf-8", errors="replace")
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 async def _lines(stream: asyncio.StreamReader) -> AsyncIterator[str]:
