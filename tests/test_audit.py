@@ -57,7 +57,7 @@ async def make_changes(client: httpx.AsyncClient, tenant: Tenant, ctx: Context) 
             f"{O}/stacks",
             json={
                 "slug": "net",
-                "repository": f"https://ada:{URL_PASSWORD}@git.example.com/infra.git",
+                "repository": "https://ada@git.example.com/infra.git",  # a password here is refused
                 "folder": "prod/eu",
                 "git_https_token": HTTPS_TOKEN,
             },

@@ -55,7 +55,7 @@ async def set_schedule(ctx: Context, tenant: Tenant, schedule: str | None, stack
         scope = org
         if stack is not None:
             scope = await unit.session.scalar(select(Stack).where(Stack.slug == stack))
-        patch_settings(scope, PatchSettings(drift_schedule=schedule))
+        await patch_settings(unit.session, scope, PatchSettings(drift_schedule=schedule))
 
 
 async def drift_runs(ctx: Context) -> list[Run]:

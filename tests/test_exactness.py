@@ -188,6 +188,15 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/orgs/{org}/stacks/{stack}/units/{unit:path}/state/versions": {"limit": "5", "before": "9"},
     "/api/v1/orgs/{org}/stacks/{stack}/units/{unit:path}/state/versions/{serial:int}": {},
     "/api/v1/orgs/{org}/stacks/{stack}/units/{unit:path}/state/outputs": {},
+    "/api/v1/orgs/{org}/members": {},
+    "/api/v1/orgs/{org}/tokens": {},
+    "/api/v1/orgs/{org}/audit": {"action": "run.start", "limit": "5"},
+    "/api/v1/orgs/{org}/drift": {},
+    "/api/v1/orgs/{org}/stacks/{stack}/drift": {"limit": "5", "before": "9"},
+    "/api/v1/orgs/{org}/git/deliveries": {"limit": "5"},
+    "/api/v1/orgs/{org}/notifications": {},
+    "/api/v1/orgs/{org}/notifications/{id}": {},
+    "/api/v1/orgs/{org}/notifications/{id}/deliveries": {"limit": "5"},
     # The executor protocol's reads (a phase token; docs/executor-protocol.md).
     "/api/v1/executor/spec": {},
     "/api/v1/executor/plan": {},
@@ -214,7 +223,14 @@ async def one_of_each(ctx: Context, tenant: Tenant, client: httpx.AsyncClient) -
     """What the routes' paths name: a stack in a folder, a run of it."""
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo", "folder": "prod"})
     run_id = await start(ctx, tenant.token, "acme", "net", "plan")
+    destination = await client.post(
+        "/api/v1/orgs/acme/notifications",
+        json={"name": "ops", "url": "https://93.184.216.34/hook", "events": ["run.applied"]},  # never called
+        headers=tenant.headers,
+    )
+    assert destination.status_code == 201, destination.text
     return {
+        "id": destination.json()["id"],
         "org": "acme",
         "stack": "net",
         "folder:path": "prod",
