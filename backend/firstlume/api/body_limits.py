@@ -34,6 +34,10 @@ SMALL_BODY_BYTES = 64 * 1024
 # A plan upload and a state write (a stack's, or one of its Terragrunt units').
 _UPLOADS = re.compile(r"^/api/v1/executor/plan$|^/api/v1/orgs/[^/]+/stacks/[^/]+/(units/.+/)?state$")
 
+# A Git host's push: no token, its signature is checked by the route, which caps the body itself
+# (api/rest/git_routes.py) before reading it whole.
+_SIGNED_WEBHOOK = re.compile(r"^/api/v1/orgs/[^/]+/git/webhook$")
+
 
 class BodyTooLarge(FirstlumeError):
     code = "payload_too_large"
@@ -74,7 +78,7 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if not _has_body(headers):
+        if not _has_body(headers) or _SIGNED_WEBHOOK.match(path):
             await self.app(scope, receive, send)
             return
         token = request_token(headers)
