@@ -520,3 +520,32 @@ async def test_graphql_mutations_are_audited_as_graphql(
     assert rows[-1]["details"]["credentials"] == ["git_https_token"]
     text = json.dumps(rows)
     assert SENSITIVE_VALUE not in text and HTTPS_TOKEN not in text
+
+
+async def test_tokens_members_and_the_webhook_secret_are_audited_without_a_secret(
+    client: httpx.AsyncClient, tenant: Tenant, ctx: Context
+) -> None:
+    h = tenant.headers
+    created = await ok(await client.post(f"{O}/tokens", json={"name": "laptop"}, headers=h), 201)
+    await ok(await client.delete(f"{O}/tokens/{created['id']}", headers=h))
+    await ok(
+        await client.put(
+            f"{O}/members/bob@example.com", json={"role": "operator", "groups": ["sre"]}, headers=h
+        )
+    )
+    await ok(await client.delete(f"{O}/members/bob@example.com", headers=h), 204)
+    secret = (await ok(await client.post(f"{O}/git/webhook-secret", headers=h), 201))["secret"]
+    rows = list(reversed(await audit_rows(client, tenant)))[2:]  # after the tenant's organization and token
+    assert [(r["action"], r["target"]) for r in rows] == [
+        ("token.create", f"token:{created['id']}"),
+        ("token.revoke", f"token:{created['id']}"),
+        ("member.update", "member:bob@example.com"),
+        ("member.remove", "member:bob@example.com"),
+        ("git.webhook_secret.rotate", "org:acme"),
+    ]
+    assert rows[0]["details"]["name"] == "laptop" and rows[2]["details"] == {
+        "role": "operator",
+        "groups": ["sre"],
+    }
+    trail = repr(await snapshot(ctx))
+    assert created["token"] not in trail and secret not in trail

@@ -129,9 +129,12 @@ class AccessMutation:
         async def work() -> CreatedToken:
             actor = info.context.require_actor()
             async with info.context.app.unit() as unit:
-                await accounts.org_for(unit.session, actor, org)
+                org_row = await accounts.org_for(unit.session, actor, org)
                 created = await tokens.create_token(
-                    unit.session, actor, command(CreateToken, {"name": name, "expires_in": expires_in})
+                    unit.session,
+                    actor,
+                    command(CreateToken, {"name": name, "expires_in": expires_in}),
+                    org_row,
                 )
                 return CreatedToken(token=created.token, info=Token.of(created.row))
 
@@ -144,7 +147,7 @@ class AccessMutation:
         async def work() -> Token:
             actor = info.context.require_actor()
             async with info.context.app.unit() as unit:
-                await accounts.org_for(unit.session, actor, org)
-                return Token.of(await tokens.revoke_token(unit, actor, str(id)))
+                org_row = await accounts.org_for(unit.session, actor, org)
+                return Token.of(await tokens.revoke_token(unit, actor, str(id), org_row))
 
         return await typed((NotFoundError,), work)

@@ -60,16 +60,16 @@ async def list_tokens(request: Request) -> Response:
 @endpoint
 async def create_token(request: Request) -> Response:
     body = await json_body(request)
-    async with org_request(request) as (unit, actor, _):
-        created = await tokens.create_token(unit.session, actor, command(CreateToken, body))
+    async with org_request(request) as (unit, actor, org):
+        created = await tokens.create_token(unit.session, actor, command(CreateToken, body), org)
         answer = {**token_json(created.row), "token": created.token}
     return JSONResponse(answer, status_code=201)
 
 
 @endpoint
 async def revoke_token(request: Request) -> Response:
-    async with org_request(request) as (unit, actor, _):
-        row = await tokens.revoke_token(unit, actor, request.path_params["token"])
+    async with org_request(request) as (unit, actor, org):
+        row = await tokens.revoke_token(unit, actor, request.path_params["token"], org)
         answer = token_json(row)
     return JSONResponse(answer)
 

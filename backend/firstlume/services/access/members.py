@@ -8,7 +8,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Membership, Organization, User
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict, NotFound
+from firstlume.services import audit
 from firstlume.services.access.commands import PutMember
 from firstlume.services.access.roles import ORDER, Role
 from firstlume.services.accounts import ensure_user
@@ -94,6 +96,13 @@ async def put_member(session: AsyncSession, org: Organization, email: str, comma
         membership.role = command.role.value
         membership.groups = list(command.groups)
     await session.flush()
+    await audit.record(
+        session,
+        org,
+        AuditAction.MEMBER_UPDATE,
+        f"member:{email}",
+        {"role": membership.role, "groups": list(membership.groups)},
+    )
     return Member(email=email, role=membership.role, groups=list(membership.groups))
 
 
@@ -105,6 +114,7 @@ async def remove_member(session: AsyncSession, org: Organization, email: str) ->
         raise LastAdmin(f"{email} is the organization's last admin; make another member admin first.")
     await session.delete(membership)
     await session.flush()
+    await audit.record(session, org, AuditAction.MEMBER_REMOVE, f"member:{email}")
 
 
 ROLES = [r.value for r in ORDER]

@@ -11,9 +11,11 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import ApiToken
+from firstlume.db.models import ApiToken, Organization
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.services import audit
 from firstlume.services.access.commands import CreateToken
 from firstlume.services.context import Actor, Context, Unit
 
@@ -35,7 +37,10 @@ async def list_tokens(session: AsyncSession, actor: Actor) -> list[ApiToken]:
     )
 
 
-async def create_token(session: AsyncSession, actor: Actor, command: CreateToken) -> NewToken:
+async def create_token(
+    session: AsyncSession, actor: Actor, command: CreateToken, org: Organization
+) -> NewToken:
+    """A token of the caller's, made through `org`'s API (whose audit trail records it)."""
     lifetime = command.lifetime()
     token = new_token("fl")
     row = ApiToken(
@@ -46,10 +51,14 @@ async def create_token(session: AsyncSession, actor: Actor, command: CreateToken
     )
     session.add(row)
     await session.flush()
+    expires = row.expires_at.isoformat() if row.expires_at else None
+    await audit.record(
+        session, org, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"name": row.name, "expires_at": expires}
+    )
     return NewToken(row=row, token=token)
 
 
-async def revoke_token(unit: Unit, actor: Actor, token_id: str) -> ApiToken:
+async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: Organization) -> ApiToken:
     """Revokes one of the caller's own tokens (another's is not found)."""
     row = await unit.session.scalar(
         select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == actor.user_id).with_for_update()
@@ -60,6 +69,7 @@ async def revoke_token(unit: Unit, actor: Actor, token_id: str) -> ApiToken:
         raise NotFound(f"You have no token '{token_id}'.")
     row.revoked_at = utcnow()
     await unit.session.flush()
+    await audit.record(unit.session, org, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name})
     return row
 
 

@@ -14,9 +14,11 @@ from firstlume.crypto import KeyRing
 from firstlume.db.models import Organization, Stack
 from firstlume.db.models_git import GitDelivery, GitWebhookSecret
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import FirstlumeError, NotFound
 from firstlume.protocol.events import GitDeliveryLogged
 from firstlume.pubsub import org_git_channel
+from firstlume.services import audit
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.polling import cache_of
 from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, prune_deliveries, view_of
@@ -40,6 +42,9 @@ async def rotate_secret(unit: Unit, keyring: KeyRing, org: Organization) -> str:
         row.secret_sealed = sealed
         row.rotated_at = utcnow()
     await unit.session.flush()
+    await audit.record(
+        unit.session, org, AuditAction.WEBHOOK_SECRET_ROTATE, f"org:{org.slug}"
+    )  # never the secret
     return secret
 
 
