@@ -3,11 +3,15 @@ the REST API: the Authorization header, or the connection_init payload on a WebS
 
 from __future__ import annotations
 
-from typing import overload
+import json
+import logging
+from typing import Any, overload
 
+from cross_web import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -16,13 +20,63 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.schema import schema
+from firstlume.domain import json_input
 from firstlume.services.reads import ReadScope
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
 READS_KEY = "firstlume.reads"
 
+log = logging.getLogger("firstlume.api.graphql")
+
+
+def request_error(http_status: int, code: str, message: str) -> JSONResponse:
+    """A request GraphQL cannot even start on, in the GraphQL-over-HTTP shape, with the same
+    `code` in `extensions` as the REST API would give."""
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=http_status
+    )
+
 
 class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response: Response = await self.run(Request(scope=scope, receive=receive))
+        except HTTPException as error:
+            code = "invalid_json" if error.status_code == 400 else "invalid_request"
+            response = request_error(error.status_code, code, _sentence(error.reason))
+        except Exception:
+            log.exception("unexpected error on %s /graphql", scope.get("method"))
+            response = request_error(
+                500, "internal_error", "Something went wrong on our side; it has been logged."
+            )
+        await response(scope, receive, send)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        """A request body (or GET's `variables`) with Firstlume's limits; an operation, or a list
+        of them, must be an object."""
+        try:
+            value = json_input.loads(data)
+        except json_input.JsonRefused as error:
+            raise HTTPException(400, str(error)) from None
+        if not isinstance(value, (dict, list)):
+            raise HTTPException(
+                400, 'The request body must be a JSON object, such as {"query": "{ viewer { email } }"}.'
+            )
+        return value
+
+    def decode_json(self, data: str | bytes) -> object:
+        """A WebSocket message: one refused closes the socket with 4400 and the reason."""
+        try:
+            message = json_input.loads(data, what="The message")
+        except json_input.JsonRefused as error:
+            raise json.JSONDecodeError(str(error), "", 0) from None
+        if not isinstance(message, dict):
+            raise json.JSONDecodeError("A message must be a JSON object.", "", 0)
+        return message
+
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
@@ -64,6 +118,10 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         if context.actor is None:
             raise ConnectionRejectionError({"code": "unauthenticated", "message": context.auth_error})
         return UNSET
+
+
+def _sentence(reason: str) -> str:
+    return reason if reason.endswith(".") else reason + "."
 
 
 def graphql_routes() -> list[BaseRoute]:

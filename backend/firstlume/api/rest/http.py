@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from functools import wraps
@@ -11,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from firstlume.domain import json_input
 from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound
 from firstlume.services.context import Context
 
@@ -22,6 +22,11 @@ MAX_BODY_BYTES = 600 * 1024 * 1024
 class InvalidJson(FirstlumeError):
     code = "invalid_json"
     http_status = 400
+
+
+class BodyTooLarge(FirstlumeError):
+    code = "body_too_large"
+    http_status = 413
 
 
 def error_response(http_status: int, code: str, message: str, /, **details: Any) -> JSONResponse:
@@ -45,13 +50,13 @@ async def json_body(request: Request) -> dict[str, Any]:
     An empty body counts as {}."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
-        raise InvalidRequest("The request body is too large.")
+        raise BodyTooLarge(f"The request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB.")
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InvalidJson(f"The request body is not valid JSON: {error}.") from None
+        body = json_input.loads(raw)
+    except json_input.JsonRefused as error:
+        raise InvalidJson(str(error)) from None
     if not isinstance(body, dict):
         raise InvalidJson('The request body must be a JSON object, such as {"type": "plan"}.')
     if _has_nul(body):
