@@ -1,4 +1,4 @@
-"""The schema: roots, error policy and cost limits. `firstlume export-schema` prints it."""
+"""The schema: roots, error policy and limits (depth, aliases, tokens, cost: api/graphql/cost.py). `firstlume export-schema` prints it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from strawberry.extensions.max_aliases import create_validator as aliases_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
+from firstlume.api.graphql.cost import CostLimit
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.queries import Query
@@ -72,5 +73,7 @@ schema = FirstlumeSchema(
         Limits,
         ValidatedCache,
         RejectNulCharacters,
+        # After validation (an invalid document has no cost), before execution.
+        CostLimit,
     ],
 )
