@@ -156,7 +156,7 @@ class _Estimator:
             if argument is None:
                 continue
             node = next((a for a in field.arguments or () if a.name.value == name), None)
-            value = value_from_ast(node.value, argument.type, self.variables) if node else Undefined
+            value = value_from_ast(node.value, argument.type, dict(self.variables)) if node else Undefined
             if value is Undefined or value is None:
                 value = argument.default_value
             if isinstance(value, int) and not isinstance(value, bool):
