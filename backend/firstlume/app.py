@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from firstlume.api import health
+from firstlume.api import health, metrics_route
 from firstlume.api.graphql.app import graphql_routes
+from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
@@ -71,6 +73,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     routes: list[BaseRoute] = [
         *health.routes,
+        *metrics_route.routes,
         *org_routes.routes,
         *run_routes.routes,
         *executor_routes.routes,
@@ -78,7 +81,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     routes += _graphql_and_spa_routes()
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequestMiddleware)])
     app.state.settings = settings
     return app
 

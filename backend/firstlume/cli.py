@@ -51,8 +51,17 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         # Local executors reach the control plane where it listens.
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         settings = settings.model_copy(update={"public_url": f"http://{host}:{args.port}"})
+    from firstlume.logs import configure
+
+    configure(settings.log_format, args.log_level)
+    # log_config=None: uvicorn's loggers propagate to the root handler configured just above.
     uvicorn.run(
-        create_app(settings), host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio"
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        log_config=None,
+        ws="websockets-sansio",
     )
     return 0
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from datetime import timedelta
 
+from firstlume import metrics
 from firstlume.db.types import utcnow
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
@@ -122,6 +123,7 @@ class Scheduler:
         await self.clean_up_canceled()
         await self.dispatch()
         for ref in await dispatch.expire_heartbeats(self.ctx):
+            metrics.MISSED_HEARTBEATS.inc()
             # A silent executor may still be running: stop it before the stack moves on.
             await self.launcher.cleanup(ref)
         active = await dispatch.running_phases(self.ctx)
@@ -132,7 +134,10 @@ class Scheduler:
         """Claims and launches queued phases, batch after batch, until none is left."""
         launched = 0
         for _ in range(MAX_BATCHES_PER_PASS):
-            launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+            with metrics.timed(metrics.CLAIM_LATENCY):
+                launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+            for launch in launches:
+                metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
             if not launches:
                 return launched
             await asyncio.gather(*(self._launch(launch) for launch in launches))
