@@ -149,3 +149,30 @@ def test_responses_carry_a_request_id(server: LiveServer) -> None:
     assert len(fresh) == 32
     refused = httpx.get(server.url + "/healthz", headers={"X-Request-ID": "bad id with spaces"})
     assert refused.headers["x-request-id"] != "bad id with spaces"
+
+
+def test_heartbeat_and_log_upload_access_lines_are_debug() -> None:
+    from firstlume.logs import RoutineAccessAtDebug
+
+    def access(path: str) -> logging.LogRecord:
+        return logging.LogRecord(
+            "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+            ("127.0.0.1:5", "POST", path, "1.1", 204), None,
+        )  # fmt: skip
+
+    quiet = RoutineAccessAtDebug()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        heartbeat, upload, start = (
+            access("/api/v1/executor/heartbeat"),
+            access("/api/v1/executor/logs"),
+            access("/api/v1/orgs/acme/stacks/app/runs"),
+        )
+        assert not quiet.filter(heartbeat) and not quiet.filter(upload)
+        assert heartbeat.levelname == "DEBUG" and quiet.filter(start) and start.levelname == "INFO"
+        root.setLevel(logging.DEBUG)
+        assert quiet.filter(access("/api/v1/executor/heartbeat"))
+    finally:
+        root.setLevel(level)

@@ -45,6 +45,23 @@ class TextFormatter(logging.Formatter):
         return f"{text} [request {request_id}]" if request_id else text
 
 
+# Executors call these every few seconds while a run lasts: at INFO they would drown the log.
+ROUTINE_PATHS = ("/api/v1/executor/heartbeat", "/api/v1/executor/logs")
+
+
+class RoutineAccessAtDebug(logging.Filter):
+    """uvicorn's access line of a heartbeat or log upload becomes a DEBUG record: shown only
+    when the server logs at debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        path = args[2] if len(args) > 2 else ""
+        if isinstance(path, str) and path.split("?")[0] in ROUTINE_PATHS:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
+
+
 def configure(log_format: str, level: str = "info") -> None:
     """The root logger's one handler, on stderr; uvicorn's loggers propagate to it."""
     handler = logging.StreamHandler()
@@ -53,3 +70,4 @@ def configure(log_format: str, level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    logging.getLogger("uvicorn.access").addFilter(RoutineAccessAtDebug())
