@@ -88,3 +88,10 @@ class InvalidTransition(Conflict):
         )
         self.current = current
         self.target = target
+
+
+class StorageUnavailable(FirstlumeError):
+    """The database cannot store anything now (full disk, read-only, connection gone)."""
+
+    code = "storage_unavailable"
+    http_status = 503

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from firstlume.domain import json_input
 from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound
 from firstlume.services.context import Context
+from firstlume.services.storage import storage_failure
 
 log = logging.getLogger("firstlume.api")
 
@@ -121,7 +122,11 @@ def endpoint(handler: Handler) -> Handler:
             return await handler(request)
         except FirstlumeError as error:
             return error_response(error.http_status, error.code, error.message, **error.details)
-        except Exception:
+        except Exception as error:
+            storage = storage_failure(error)
+            if storage is not None:
+                log.error("%s %s: %s (%s)", request.method, request.url.path, storage.message, error)
+                return error_response(storage.http_status, storage.code, storage.message, **storage.details)
             log.exception("unexpected error on %s %s", request.method, request.url.path)
             return error_response(
                 500, "internal_error", "Something went wrong on our side; it has been logged."
