@@ -154,6 +154,9 @@ class LocalLauncher:
         process = self._processes.get(ref)
         if process is not None and process.returncode is None:
             _kill_group(process.pid)
+            # Returns once the executor is gone: whoever fails its run next releases the lock.
+            with suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 30)
 
     async def cancel(self, run_id: str) -> None:
         for ref in [r for r in self._processes if r.run_id == run_id]:

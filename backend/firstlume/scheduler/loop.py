@@ -11,11 +11,12 @@ launcher: the API changes the database, and the scheduler makes the executors fo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from firstlume import metrics
 from firstlume.db.types import utcnow
@@ -62,8 +63,13 @@ class Scheduler:
         # Canceled runs heard of but not yet cleaned up, and those cleaned up (with when).
         self._to_clean: set[str] = set()
         self._cleaned: dict[str, float] = {}
+        self._up_since: datetime | None = None
+        # Silent executors being stopped: their death is the heartbeat timeout's doing.
+        self._silenced: set[PhaseRef] = set()
 
     async def start(self) -> None:
+        # Heartbeats could not reach a control plane that was down: none is missed before then.
+        self._up_since = utcnow()
         await self.launcher.start(self._on_death)
         self._tasks.append(asyncio.create_task(self._loop(), name="firstlume-scheduler"))
         self._tasks.append(asyncio.create_task(self._listen(), name="firstlume-scheduler-wake"))
@@ -81,6 +87,9 @@ class Scheduler:
         self._wake.set()
 
     async def _on_death(self, died: ExecutorDied) -> None:
+        if died.ref in self._silenced:
+            # Stopped because it fell silent: that is the reason the run shows.
+            died = dataclasses.replace(died, reason=dispatch.silence_reason(self.ctx))
         if await dispatch.on_executor_died(self.ctx, died):
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
         await self.launcher.cleanup(died.ref)
@@ -122,10 +131,20 @@ class Scheduler:
     async def tick(self) -> None:
         await self.clean_up_canceled()
         await self.dispatch()
-        for ref in await dispatch.expire_heartbeats(self.ctx):
+        for ref in await dispatch.silent_phases(self.ctx, up_since=self._up_since):
+            # A silent executor may still be running: it is stopped first, and only then does
+            # the run fail and release its stack's lock, so the next run never finds Terraform
+            # still holding the state.
+            self._silenced.add(ref)
+            try:
+                await self.launcher.cleanup(ref)
+            except Exception:
+                log.exception("stopping the silent executor of %s failed; its lock stays", ref)
+                continue
+            finally:
+                self._silenced.discard(ref)
             metrics.MISSED_HEARTBEATS.inc()
-            # A silent executor may still be running: stop it before the stack moves on.
-            await self.launcher.cleanup(ref)
+            await dispatch.fail_phase(self.ctx, ref, dispatch.silence_reason(self.ctx))
         active = await dispatch.running_phases(self.ctx)
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
