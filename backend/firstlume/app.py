@@ -59,7 +59,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         await relay.start()
         scheduler = None
         if settings.scheduler_enabled:
-            scheduler = Scheduler(ctx, build_launcher(settings))
+            scheduler = Scheduler(
+                ctx, build_launcher(settings), serving_since=lambda: getattr(app.state, "serving_since", None)
+            )
             await scheduler.start()
         try:
             yield

@@ -1,13 +1,15 @@
 """Around every HTTP request and WebSocket: a request id (the client's X-Request-ID when it sends
 a sensible one, else a new one), set for the logs and returned in the response's X-Request-ID;
 and the request's duration in firstlume_http_request_duration_seconds, labelled by the route's
-template (never the raw path, whose ids would make a series per run)."""
+template (never the raw path, whose ids would make a series per run). It also notes when the
+server first answered, from which the scheduler counts executors' silence."""
 
 from __future__ import annotations
 
 import re
 import time
 import uuid
+from datetime import UTC, datetime
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,6 +37,10 @@ class RequestMiddleware:
             finally:
                 REQUEST_ID.reset(token)
             return
+        state = scope["app"].state if "app" in scope else None
+        if state is not None and getattr(state, "serving_since", None) is None:
+            # The first request answered: from now on executors can be heard (scheduler/loop.py).
+            state.serving_since = datetime.now(UTC)
         status = 500
         started = time.perf_counter()
 

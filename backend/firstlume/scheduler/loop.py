@@ -50,8 +50,13 @@ class Scheduler:
         *,
         cancel_reconcile_seconds: float = CANCEL_RECONCILE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        serving_since: Callable[[], datetime | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        # When the server first answered a request (None: not yet): heartbeats can arrive only
+        # from then, and a start-up (launcher, connections, binding) can take longer than the
+        # heartbeat timeout on a busy machine.
+        self._serving_since = serving_since
         self.launcher = launcher
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -131,7 +136,8 @@ class Scheduler:
     async def tick(self) -> None:
         await self.clean_up_canceled()
         await self.dispatch()
-        for ref in await dispatch.silent_phases(self.ctx, up_since=self._up_since):
+        up_since = self._serving_since() if self._serving_since is not None else self._up_since
+        for ref in [] if up_since is None else await dispatch.silent_phases(self.ctx, up_since=up_since):
             # A silent executor may still be running: it is stopped first, and only then does
             # the run fail and release its stack's lock, so the next run never finds Terraform
             # still holding the state.
