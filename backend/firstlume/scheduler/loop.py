@@ -71,6 +71,8 @@ class Scheduler:
         self._up_since: datetime | None = None
         # Silent executors being stopped: their death is the heartbeat timeout's doing.
         self._silenced: set[PhaseRef] = set()
+        # Executor deaths the database could not store yet, retried at every pass.
+        self._unrecorded: dict[PhaseRef, ExecutorDied] = {}
 
     async def start(self) -> None:
         # Heartbeats could not reach a control plane that was down: none is missed before then.
@@ -95,7 +97,16 @@ class Scheduler:
         if died.ref in self._silenced:
             # Stopped because it fell silent: that is the reason the run shows.
             died = dataclasses.replace(died, reason=dispatch.silence_reason(self.ctx))
-        if await dispatch.on_executor_died(self.ctx, died):
+        try:
+            failed = await dispatch.on_executor_died(self.ctx, died)
+        except Exception as error:
+            # The database cannot store it now (its disk is full, say): kept, and tried again
+            # at every pass, so the run ends failed with this reason once it can be stored.
+            log.warning("could not record that %s died (%s); trying again", died.ref, error)
+            self._unrecorded[died.ref] = died
+            return
+        self._unrecorded.pop(died.ref, None)
+        if failed:
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
         await self.launcher.cleanup(died.ref)
         self.wake()
@@ -134,6 +145,8 @@ class Scheduler:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
     async def tick(self) -> None:
+        for died in list(self._unrecorded.values()):
+            await self._on_death(died)
         await self.clean_up_canceled()
         await self.dispatch()
         up_since = self._serving_since() if self._serving_since is not None else self._up_since
