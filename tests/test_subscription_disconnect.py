@@ -36,7 +36,7 @@ async def test_disconnecting_clients_leave_no_traceback(
 ) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///nowhere"})
     run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
-    for rude in (False, True):
+    for rude in (False, True, True, True):
         for query, takes_run in SUBSCRIPTIONS:
             ws = await connect(ws_url(server.url), subprotocols=[PROTOCOL])
             await ws.send(

@@ -15,7 +15,9 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
@@ -37,7 +39,19 @@ def request_error(http_status: int, code: str, message: str) -> JSONResponse:
     )
 
 
+class QuietWhenClientLeaves(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
+    """A client that goes away while its subscription sends is no server error: the operation
+    just ends, with nothing logged (strawberry would log a traceback for each)."""
+
+    async def handle_task_exception(self, error: Exception) -> None:
+        if isinstance(error, WebSocketDisconnected):
+            return
+        await super().handle_task_exception(error)
+
+
 class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
+    graphql_transport_ws_handler_class = QuietWhenClientLeaves
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
