@@ -43,7 +43,7 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 def app_counter(app: Starlette) -> Iterator[StatementCounter]:
-    counter = StatementCounter(app.state.ctx.db)
+    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
     yield counter
     counter.close()
 

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 
 from firstlume.api import health, metrics_route
 from firstlume.api.graphql.app import graphql_routes
+from firstlume.api.graphql.query_thread import QueryThread
 from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import executor_routes, org_routes, run_routes, state_routes
 from firstlume.api.rest.http import not_found_route
@@ -57,6 +58,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
         app.state.ctx = ctx
         await relay.start()
+        query_thread = QueryThread(ctx)
+        query_thread.start()
+        app.state.query_thread = query_thread
         scheduler = None
         if settings.scheduler_enabled:
             scheduler = Scheduler(
@@ -69,6 +73,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if scheduler is not None:
                 await scheduler.stop()
             await relay.stop()
+            await query_thread.stop()
             await pubsub.disconnect()
             await relay_db.dispose()
             await db.dispose()

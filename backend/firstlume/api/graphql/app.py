@@ -21,12 +21,15 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Bas
 from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.query_thread import QueryThread, is_query
 from firstlume.api.graphql.schema import schema
 from firstlume.domain import json_input
 from firstlume.services.reads import ReadScope
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
 READS_KEY = "firstlume.reads"
+# The services context a request runs with when it is not the app's: a query on the query thread.
+CONTEXT_KEY = "firstlume.context"
 
 log = logging.getLogger("firstlume.api.graphql")
 
@@ -56,17 +59,30 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        request = Request(scope=scope, receive=receive)
+        thread: QueryThread | None = getattr(request.app.state, "query_thread", None)
+        if thread is not None and is_query(
+            request.method, await request.body(), request.query_params.get("query")
+        ):
+            # Executed (and encoded) on the query thread's loop with its database engine; the
+            # body was read here, where the request's channel lives.
+            request.scope[CONTEXT_KEY] = thread.ctx
+            response = await thread.run(self._respond(request))
+        else:
+            response = await self._respond(request)
+        await response(scope, receive, send)
+
+    async def _respond(self, request: Request) -> Response:
         try:
-            response: Response = await self.run(Request(scope=scope, receive=receive))
+            return await self.run(request)
         except HTTPException as error:
             code = "invalid_json" if error.status_code == 400 else "invalid_request"
-            response = request_error(error.status_code, code, _sentence(error.reason))
+            return request_error(error.status_code, code, _sentence(error.reason))
         except Exception:
-            log.exception("unexpected error on %s /graphql", scope.get("method"))
-            response = request_error(
+            log.exception("unexpected error on %s /graphql", request.method)
+            return request_error(
                 500, "internal_error", "Something went wrong on our side; it has been logged."
             )
-        await response(scope, receive, send)
 
     def parse_json(self, data: str | bytes) -> Any:
         """A request body (or GET's `variables`) with Firstlume's limits; an operation, or a list
@@ -94,7 +110,8 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
-        context = GraphQLContext(app=request.app.state.ctx, connection=request, response=response)
+        app = request.scope.get(CONTEXT_KEY) or request.app.state.ctx
+        context = GraphQLContext(app=app, connection=request, response=response)
         if not isinstance(request, WebSocket):
             context.reads = request.scope[READS_KEY] = ReadScope(context.app.db)
             await context.authenticate(request.headers.get("authorization"))
