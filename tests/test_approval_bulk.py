@@ -138,9 +138,9 @@ async def test_ending_an_apply_marks_5000_unstarted_changes_not_applied_in_one_s
                 await change_status(unit, run, RunStatus.FAILED, reason="test")
     finally:
         counter.close()
-    # One UPDATE moves them all; one SELECT counts the failed ones onto the run.
-    assert sum(s.strip().lower().startswith("update resource_changes") for s in statements) == 1, statements
-    assert sum("resource_changes" in s.lower() for s in statements) == 2, statements
+    # One SELECT counts the failed ones onto the run; one UPDATE for the 5000 unstarted (not_applied), one for any caught mid-change (failed).
+    assert sum(s.strip().lower().startswith("update resource_changes") for s in statements) == 2, statements
+    assert sum("resource_changes" in s.lower() for s in statements) == 3, statements
     assert len(statements) <= 12, statements
     async with ctx.db.transaction() as session:
         states = list(
