@@ -51,6 +51,11 @@ class QuietWhenClientLeaves(BaseGraphQLTransportWSHandler[GraphQLContext, None])
             return
         await super().handle_task_exception(error)
 
+    def forget_id(self, id: str) -> None:
+        # An operation that completes as its client leaves was already removed by the shutdown:
+        # strawberry's `del` would then raise KeyError (and log it as a worker failure).
+        self.operations.pop(id, None)
+
 
 class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
     graphql_transport_ws_handler_class = QuietWhenClientLeaves
