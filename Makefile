@@ -31,7 +31,7 @@ run: install frontend
 	$(BIN)/firstlume migrate
 	@echo "Paste these exports into your shell (the demo token is new each time):"
 	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
-	$(BIN)/firstlume serve --host $(HOST) --port $(PORT)
+	FIRSTLUME_LOG_FORMAT=text $(BIN)/firstlume serve --host $(HOST) --port $(PORT)
 
 test: install frontend
 	scripts/ensure-test-services.sh

@@ -43,7 +43,7 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 def app_counter(app: Starlette) -> Iterator[StatementCounter]:
-    counter = StatementCounter(app.state.ctx.db)
+    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
     yield counter
     counter.close()
 
@@ -140,9 +140,9 @@ async def test_ending_an_apply_marks_5000_unstarted_changes_not_applied_in_one_s
                 await change_status(unit, run, RunStatus.FAILED, reason="test")
     finally:
         counter.close()
-    # One UPDATE moves them all; one SELECT counts the failed ones onto the run.
-    assert sum(s.strip().lower().startswith("update resource_changes") for s in statements) == 1, statements
-    assert sum("resource_changes" in s.lower() for s in statements) == 2, statements
+    # One SELECT counts the failed ones onto the run; one UPDATE for the 5000 unstarted (not_applied), one for any caught mid-change (failed).
+    assert sum(s.strip().lower().startswith("update resource_changes") for s in statements) == 2, statements
+    assert sum("resource_changes" in s.lower() for s in statements) == 3, statements
     # 13: the arrow also reads the organization's notification destinations (run.failed), once.
     assert len(statements) <= 13, statements
     async with ctx.db.transaction() as session:

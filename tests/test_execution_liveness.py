@@ -93,6 +93,8 @@ def test_killed_executor_fails_the_run_at_once_and_the_next_run_starts(api: Api,
     # The launcher reports the death itself: the error is its own, not the heartbeat timeout's.
     run = api.wait(run_id, "failed", timeout=10)
     assert run["error"] == "The executor process was killed (SIGKILL) before it reported a result."
+    # The resource it was applying did not finish: it is failed, not left applying.
+    assert api.by_address(run_id)["terraform_data.slow"]["state"] == "failed"
     # Its engine went with it, so the state is not left locked: the queued run plans.
     api.wait(queued, "planned", timeout=60)
     assert executor_pids(run_id) == []

@@ -823,7 +823,7 @@ def test_every_expected_failure_has_a_typed_result_except_authentication() -> No
             continue
         error = samples.get(cls) or cls("message", field="some_field")
         result = typed_errors.as_error_type(error)
-        if issubclass(cls, (domain.Unauthenticated, domain.Forbidden)):
+        if issubclass(cls, (domain.Unauthenticated, domain.Forbidden, domain.StorageUnavailable)):
             # Authentication and authorization refusals (a role, an approver rule) are GraphQL
             # errors with their code, for any operation.
             assert result is None

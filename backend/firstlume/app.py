@@ -13,9 +13,11 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from firstlume.api import health
+from firstlume.api import health, metrics_route
 from firstlume.api.body_limits import BodyLimits
 from firstlume.api.graphql.app import graphql_routes
+from firstlume.api.graphql.query_thread import QueryThread
+from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import (
     access_routes,
     audit_routes,
@@ -106,10 +108,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
         ctx.notifier = NotificationSender(ctx, db=notifier_db)
         await ctx.notifier.start()
+        query_thread = QueryThread(ctx)
+        query_thread.start()
+        app.state.query_thread = query_thread
         scheduler = None
         drift = None
         if settings.scheduler_enabled:
-            scheduler = Scheduler(ctx, build_launcher(settings))
+            scheduler = Scheduler(
+                ctx, build_launcher(settings), serving_since=lambda: getattr(app.state, "serving_since", None)
+            )
             await scheduler.start()
             # Every replica with a scheduler runs it: the database makes each slot's run one.
             drift = DriftScheduler(ctx)
@@ -130,12 +137,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await ctx.notifier.stop()
             await notifier_db.dispose()
             await relay.stop()
+            await query_thread.stop()
             await pubsub.disconnect()
             await relay_db.dispose()
             await db.dispose()
 
     routes: list[BaseRoute] = [
         *health.routes,
+        *metrics_route.routes,
         *org_routes.routes,
         *run_routes.routes,
         *executor_routes.routes,
@@ -151,12 +160,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
     # Every route checks the role the permission table names; an unlisted route stops the start.
     routes = guard(routes)
     # Authenticated first, body capped: a body is never read for a caller without a token.
+    # Outermost: the request id (logs, X-Request-ID, the audit trail) and the request's metrics.
     middleware = [
+        Middleware(RequestMiddleware),
         Middleware(
             BodyLimits,
             max_json_bytes=settings.max_json_body_bytes,
             max_upload_bytes=settings.max_upload_bytes,
-        )
+        ),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.settings = settings

@@ -487,6 +487,15 @@ class Settings(_EnvSettings):
         gt=0,
         description="largest plan upload (executor) or state write (Terraform's http backend), in bytes (larger: 413)",
     )
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="`json`: one object per line with a request id; `text` for a terminal (`make run`)",
+    )
+    git_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        description="seconds an executor waits on each network step of a checkout (connect, fetch) before the run fails naming the step",
+    )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,
         description='the Kubernetes launcher\'s settings: see "Configure the executors" below',

@@ -12,11 +12,13 @@ from firstlume.db.engine import Database
 
 
 class StatementCounter:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *more: Database) -> None:
+        """Counts on every engine given: a served app's and its GraphQL query thread's."""
         self.statements: list[str] = []
-        self._engine = db.engine.sync_engine
+        self._engines = [d.engine.sync_engine for d in (db, *more)]
         self._recording = False
-        event.listen(self._engine, "before_cursor_execute", self._on_execute)
+        for engine in self._engines:
+            event.listen(engine, "before_cursor_execute", self._on_execute)
 
     def _on_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if self._recording:
@@ -32,4 +34,5 @@ class StatementCounter:
             self._recording = False
 
     def close(self) -> None:
-        event.remove(self._engine, "before_cursor_execute", self._on_execute)
+        for engine in self._engines:
+            event.remove(engine, "before_cursor_execute", self._on_execute)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from firstlume.domain.errors import FirstlumeError
+from firstlume.domain.errors import PayloadTooLarge
 from firstlume.services.credentials import token_is_known
 
 Scope = MutableMapping[str, Any]
@@ -39,9 +39,8 @@ _UPLOADS = re.compile(r"^/api/v1/executor/plan$|^/api/v1/orgs/[^/]+/stacks/[^/]+
 _SIGNED_WEBHOOK = re.compile(r"^/api/v1/orgs/[^/]+/git/webhook$")
 
 
-class BodyTooLarge(FirstlumeError):
-    code = "payload_too_large"
-    http_status = 413
+# One code for a body over its cap, wherever it is caught.
+BodyTooLarge = PayloadTooLarge
 
 
 def request_token(headers: dict[str, str]) -> str | None:

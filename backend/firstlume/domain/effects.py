@@ -51,6 +51,11 @@ UNSTARTED_NOT_APPLIED = ChangeStates(
 )
 
 
+# The apply ended while these were still applying: their executor is gone (killed, silent),
+# so whatever they were doing did not finish as reported. They count among the failed.
+INTERRUPTED_FAILED = ChangeStates(ResourceState.FAILED, only_from=ResourceState.APPLYING)
+
+
 @dataclass(frozen=True)
 class Effects:
     # Steps set to a status (created when missing), in this order.
@@ -58,6 +63,8 @@ class Effects:
     # Steps still running fail with the run: their executor is gone.
     fail_running_steps: bool = False
     changes: ChangeStates | None = None
+    # Applied before `changes`: resources caught mid-change.
+    interrupted_changes: ChangeStates | None = None
     # The phase's executor token dies with its phase.
     revoke_phase_tokens: bool = False
     # The apply ended: the run counts its failed resources (failed_resources), apart from its error.
@@ -74,7 +81,7 @@ class Effects:
         kinds = ["status"]
         if self.steps or self.fail_running_steps:
             kinds.append("step")
-        if self.changes is not None:
+        if self.changes is not None or self.interrupted_changes is not None:
             kinds.append("resources")
         return tuple(kinds)
 
@@ -125,6 +132,7 @@ EFFECTS: dict[tuple[RunStatus | None, RunStatus], Effects] = {
         revoke_phase_tokens=True,
         wakes_scheduler=True,
         fail_running_steps=True,
+        interrupted_changes=INTERRUPTED_FAILED,
         changes=UNSTARTED_NOT_APPLIED,
         record_failed_resources=True,
         notification=N.FAILED,

@@ -121,3 +121,10 @@ class WebhookNotJson(InvalidRequest):
 class PayloadTooLarge(InvalidRequest):
     code = "payload_too_large"
     http_status = 413
+
+
+class StorageUnavailable(FirstlumeError):
+    """The database cannot store anything now (full disk, read-only, connection gone)."""
+
+    code = "storage_unavailable"
+    http_status = 503

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import re
 import zipfile
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from firstlume.domain import json_input
 from firstlume.domain.errors import Conflict, InvalidRequest
 
 ROOT_UNIT = "."
@@ -61,9 +61,9 @@ class StateDocument:
 
 def parse_state(raw: bytes) -> StateDocument:
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InvalidState(f"The state is not valid JSON: {error}.") from None
+        body = json_input.loads(raw, what="The state")
+    except json_input.JsonRefused as error:
+        raise InvalidState(str(error)) from None
     if not isinstance(body, dict):
         raise InvalidState("The state must be a JSON object, as Terraform writes it.")
     version, serial, lineage = body.get("version"), body.get("serial"), body.get("lineage")
@@ -167,9 +167,9 @@ def outputs_of(body: dict[str, Any]) -> list[Output]:
 def parse_lock_info(raw: bytes) -> dict[str, str]:
     """Terraform's lock info (statemgr.LockInfo) from a LOCK or UNLOCK body; the ID is required."""
     try:
-        body = json.loads(raw) if raw.strip() else {}
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InvalidLockInfo(f"The lock info is not valid JSON: {error}.") from None
+        body = json_input.loads(raw, what="The lock info") if raw.strip() else {}
+    except json_input.JsonRefused as error:
+        raise InvalidLockInfo(str(error)) from None
     if not isinstance(body, dict):
         raise InvalidLockInfo("The lock info must be a JSON object with an 'ID', as Terraform sends it.")
     lock_id = body.get("ID")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pygit2
@@ -76,11 +78,31 @@ def commit_url(repository: str, sha: str) -> str | None:
     return None
 
 
+# A checkout as a whole may take this many times FIRSTLUME_GIT_TIMEOUT: a large repository
+# keeps answering (each read within the timeout) yet must not hold the stack for ever.
+OVERALL_FACTOR = 10
+
+
 class _Callbacks(pygit2.RemoteCallbacks):
-    def __init__(self, auth: GitAuth) -> None:
+    def __init__(self, auth: GitAuth, deadline: float | None = None, step: str = "") -> None:
         super().__init__()
         self._auth = auth
         self.attempts = 0
+        self.deadline = deadline
+        self.step = step
+        self.overall = 0.0
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CheckoutError(
+                f"{self.step} took longer than {self.overall:g} seconds, the limit of a checkout"
+            )
+
+    def transfer_progress(self, stats: Any) -> None:
+        self._check_deadline()
+
+    def sideband_progress(self, string: str) -> None:
+        self._check_deadline()
 
     def credentials(
         self, url: str, username_from_url: str | None, allowed_types: CredentialType
@@ -106,22 +128,32 @@ def checkout(
     branch: str | None = None,
     sha: str | None = None,
     auth: GitAuth | None = None,
+    timeout: float = 120.0,
 ) -> Commit:
-    """Clones `repository` into `dest` and checks out `sha` exactly, else the tip of `branch`."""
+    """Clones `repository` into `dest` and checks out `sha` exactly, else the tip of `branch`.
+    Each network wait (connecting, every read) may last `timeout` seconds and the checkout as a
+    whole OVERALL_FACTOR times that; past either, CheckoutError names the step that hung."""
     where = display_url(repository)
-    callbacks = _Callbacks(auth or GitAuth())
+    _network_timeouts(timeout)
+    callbacks = _Callbacks(auth or GitAuth(), time.monotonic() + OVERALL_FACTOR * timeout, f"cloning {where}")
+    callbacks.overall = OVERALL_FACTOR * timeout
     try:
         repo = pygit2.clone_repository(
             repository, str(dest), checkout_branch=None if sha else branch, callbacks=callbacks
         )
     except CheckoutError as exc:
+        if str(exc).startswith("checkout: "):
+            raise
         raise CheckoutError(f"cannot clone {where}: {exc}") from None
     except (pygit2.GitError, KeyError, ValueError) as exc:
         if branch and not sha and "reference" in str(exc) and "not found" in str(exc):
             raise CheckoutError(f"branch {branch!r} does not exist in {where}") from None
+        if _timed_out(exc):
+            raise CheckoutError(_no_answer(f"cloning {where}", timeout)) from None
         raise CheckoutError(f"cannot clone {where}: {_clean(str(exc), repository)}") from None
     if sha:
-        commit = _find_commit(repo, sha, callbacks)
+        callbacks.step = f"fetching commit {sha} from {where}"
+        commit = _find_commit(repo, sha, callbacks, timeout)
         if commit is None:
             raise CheckoutError(
                 f"commit {sha} is not in {where} (was it removed by a force push?); plan again"
@@ -141,7 +173,26 @@ def checkout(
     )
 
 
-def _find_commit(repo: pygit2.Repository, sha: str, callbacks: _Callbacks) -> pygit2.Commit | None:
+def _network_timeouts(timeout: float) -> None:
+    # libgit2's own limits, process-wide (an executor checks out one repository at a time):
+    # connecting, and each read or write of the HTTP and SSH transports.
+    milliseconds = max(1, int(timeout * 1000))
+    pygit2.settings.server_connect_timeout = milliseconds
+    pygit2.settings.server_timeout = milliseconds
+
+
+def _timed_out(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text
+
+
+def _no_answer(step: str, timeout: float) -> str:
+    return f"checkout: {step} got no answer within {timeout:g} seconds (FIRSTLUME_GIT_TIMEOUT)"
+
+
+def _find_commit(
+    repo: pygit2.Repository, sha: str, callbacks: _Callbacks, timeout: float
+) -> pygit2.Commit | None:
     commit = _lookup(repo, sha)
     if commit is None and _FULL_SHA.match(sha):
         # A commit reachable from no branch (a pull request's head, say): servers that allow
@@ -149,7 +200,11 @@ def _find_commit(repo: pygit2.Repository, sha: str, callbacks: _Callbacks) -> py
         callbacks.attempts = 0
         try:
             repo.remotes["origin"].fetch([sha], callbacks=callbacks)
-        except (pygit2.GitError, CheckoutError, KeyError):
+        except CheckoutError:
+            raise
+        except (pygit2.GitError, KeyError) as exc:
+            if _timed_out(exc):
+                raise CheckoutError(_no_answer(callbacks.step, timeout)) from None
             return None
         commit = _lookup(repo, sha)
     return commit

@@ -127,7 +127,9 @@ class ExecutorClient:
         return await self._answer("GET", "/spec", PhaseSpec)
 
     async def heartbeat(self) -> None:
-        await self._request("POST", "/heartbeat")
+        # One attempt: the next beat is the retry. Backing off inside a beat would leave a
+        # control plane that just restarted without news for longer than its timeout.
+        await self._request("POST", "/heartbeat", attempts=1)
 
     async def report_commit(self, sha: str, author: str, message: str, url: str | None) -> None:
         await self._request("POST", "/commit", CommitReport(sha=sha, author=author, message=message, url=url))
@@ -194,13 +196,15 @@ class ExecutorClient:
         body: BaseModel | None = None,
         *,
         done_on_retry: Callable[[RequestRejected], bool] | None = None,
+        attempts: int | None = None,
     ) -> httpx.Response | None:
         """`done_on_retry` recognises the refusal that means an earlier attempt, whose answer was
         lost, already did the work; the request then returns None."""
         content = body.model_dump_json().encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if content is not None else None
         failure = ""
-        for attempt in range(1, self._max_attempts + 1):
+        attempts = attempts or self._max_attempts
+        for attempt in range(1, attempts + 1):
             if attempt > 1:
                 await self._sleep(self._delay(attempt - 1))
             try:
@@ -218,7 +222,7 @@ class ExecutorClient:
                 raise rejection
             return response
         raise ControlPlaneUnavailable(
-            f"{method} {path} failed after {self._max_attempts} attempts; last error: {failure}"
+            f"{method} {path} failed after {attempts} attempts; last error: {failure}"
         )
 
     def _delay(self, retry: int) -> float:

@@ -25,7 +25,14 @@ from typing import Any
 
 from firstlume.domain.apply_events import FAILED, ApplyTracker, ResourceUpdate
 from firstlume.domain.runs import Phase, RunType, StepStatus
-from firstlume.executor.checkout import CheckoutError, Commit, GitAuth, checkout, display_url
+from firstlume.executor.checkout import (
+    OVERALL_FACTOR,
+    CheckoutError,
+    Commit,
+    GitAuth,
+    checkout,
+    display_url,
+)
 from firstlume.executor.client import ControlPlaneError, ExecutorClient, Unauthorized
 from firstlume.executor.config_file import ConfigError, StackConfig, load_config
 from firstlume.executor.engines import Engine, EngineError, make_engine
@@ -387,9 +394,21 @@ class PhaseRunner:
         dest = self.work_dir / "checkout"
         if dest.exists():
             await asyncio.to_thread(shutil.rmtree, dest)
-        commit = await asyncio.to_thread(
-            checkout, spec.stack.repository, dest, branch=branch, sha=sha, auth=auth
-        )
+        timeout = spec.git_timeout_seconds
+        # libgit2 stops each silent wait itself; this bounds the whole, should a transport not.
+        limit = OVERALL_FACTOR * timeout + timeout
+        try:
+            commit = await asyncio.wait_for(
+                asyncio.to_thread(
+                    checkout, spec.stack.repository, dest, branch=branch, sha=sha, auth=auth, timeout=timeout
+                ),
+                limit,
+            )
+        except TimeoutError:
+            raise PhaseFailure(
+                f"checkout of {display_url(spec.stack.repository)} took longer than {limit:g} seconds "
+                "(FIRSTLUME_GIT_TIMEOUT)"
+            ) from None
         self._log(f"Checked out {commit.sha}: {commit.message} ({commit.author})")
         return commit
 

@@ -276,6 +276,9 @@ class LocalLauncher:
         executor = self._processes.get(ref)
         if executor is not None and executor.process.returncode is None:
             _end_tree(executor.process.pid)  # the watcher then removes the work dir
+            # Returns once the executor is gone: whoever fails its run next releases the lock.
+            with suppress(TimeoutError):
+                await asyncio.wait_for(executor.process.wait(), 30)
 
     async def cancel(self, run_id: str) -> None:
         for ref in [r for r in self._processes if r.run_id == run_id]:

@@ -139,6 +139,11 @@ class PhaseSpec(Answer):
         "null: no managed state",
     )
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0, description="seconds between heartbeats")
+    git_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="seconds each network step of a checkout (connect, each read) may wait (FIRSTLUME_GIT_TIMEOUT)",
+    )
 
 
 # -- reports ------------------------------------------------------------------------------------------

@@ -11,12 +11,14 @@ launcher: the API changes the database, and the scheduler makes the executors fo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from firstlume import metrics
 from firstlume.db.types import utcnow
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
@@ -48,8 +50,13 @@ class Scheduler:
         *,
         cancel_reconcile_seconds: float = CANCEL_RECONCILE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        serving_since: Callable[[], datetime | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        # When the server first answered a request (None: not yet): heartbeats can arrive only
+        # from then, and a start-up (launcher, connections, binding) can take longer than the
+        # heartbeat timeout on a busy machine.
+        self._serving_since = serving_since
         self.launcher = launcher
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -61,8 +68,15 @@ class Scheduler:
         # Canceled runs heard of but not yet cleaned up, and those cleaned up (with when).
         self._to_clean: set[str] = set()
         self._cleaned: dict[str, float] = {}
+        self._up_since: datetime | None = None
+        # Silent executors being stopped: their death is the heartbeat timeout's doing.
+        self._silenced: set[PhaseRef] = set()
+        # Executor deaths the database could not store yet, retried at every pass.
+        self._unrecorded: dict[PhaseRef, ExecutorDied] = {}
 
     async def start(self) -> None:
+        # Heartbeats could not reach a control plane that was down: none is missed before then.
+        self._up_since = utcnow()
         await self.launcher.start(self._on_death)
         self._tasks.append(asyncio.create_task(self._loop(), name="firstlume-scheduler"))
         self._tasks.append(asyncio.create_task(self._listen(), name="firstlume-scheduler-wake"))
@@ -80,7 +94,19 @@ class Scheduler:
         self._wake.set()
 
     async def _on_death(self, died: ExecutorDied) -> None:
-        if await dispatch.on_executor_died(self.ctx, died):
+        if died.ref in self._silenced:
+            # Stopped because it fell silent: that is the reason the run shows.
+            died = dataclasses.replace(died, reason=dispatch.silence_reason(self.ctx))
+        try:
+            failed = await dispatch.on_executor_died(self.ctx, died)
+        except Exception as error:
+            # The database cannot store it now (its disk is full, say): kept, and tried again
+            # at every pass, so the run ends failed with this reason once it can be stored.
+            log.warning("could not record that %s died (%s); trying again", died.ref, error)
+            self._unrecorded[died.ref] = died
+            return
+        self._unrecorded.pop(died.ref, None)
+        if failed:
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
         await self.launcher.cleanup(died.ref)
         self.wake()
@@ -119,11 +145,25 @@ class Scheduler:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
     async def tick(self) -> None:
+        for died in list(self._unrecorded.values()):
+            await self._on_death(died)
         await self.clean_up_canceled()
         await self.dispatch()
-        for ref in await dispatch.expire_heartbeats(self.ctx):
-            # A silent executor may still be running: stop it before the stack moves on.
-            await self.launcher.cleanup(ref)
+        up_since = self._serving_since() if self._serving_since is not None else self._up_since
+        for ref in [] if up_since is None else await dispatch.silent_phases(self.ctx, up_since=up_since):
+            # A silent executor may still be running: it is stopped first, and only then does
+            # the run fail and release its stack's lock, so the next run never finds Terraform
+            # still holding the state.
+            self._silenced.add(ref)
+            try:
+                await self.launcher.cleanup(ref)
+            except Exception:
+                log.exception("stopping the silent executor of %s failed; its lock stays", ref)
+                continue
+            finally:
+                self._silenced.discard(ref)
+            metrics.MISSED_HEARTBEATS.inc()
+            await dispatch.fail_phase(self.ctx, ref, dispatch.silence_reason(self.ctx))
         active = await dispatch.running_phases(self.ctx)
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
@@ -132,7 +172,10 @@ class Scheduler:
         """Claims and launches queued phases, batch after batch, until none is left."""
         launched = 0
         for _ in range(MAX_BATCHES_PER_PASS):
-            launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+            with metrics.timed(metrics.CLAIM_LATENCY):
+                launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+            for launch in launches:
+                metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
             if not launches:
                 return launched
             await asyncio.gather(*(self._launch(launch) for launch in launches))

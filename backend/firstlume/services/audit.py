@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import Organization, Stack
 from firstlume.db.models_audit import AuditEntry
 from firstlume.domain.audit import SYSTEM_ACTOR, AuditAction, AuditVia, secret_keys_in
+from firstlume.logs import REQUEST_ID as served_request_id
 from firstlume.services.context import Actor
 
 ACTOR_KEY = "firstlume.audit.actor"
@@ -38,8 +39,12 @@ _origin: ContextVar[Origin | None] = ContextVar("firstlume_audit_origin", defaul
 
 def entered_via(via: AuditVia, request_id: str | None = None) -> str:
     """Marks the current request (task) as coming through `via`; returns its request id: the
-    caller's own when it is a sensible one, else a new one."""
-    if request_id is None or not REQUEST_ID.match(request_id):
+    caller's own when it is a sensible one, else a new one. A served request already has one (the
+    middleware's, in its logs and its response's X-Request-ID): that one, so all three agree."""
+    served = served_request_id.get()
+    if served:
+        request_id = served
+    elif request_id is None or not REQUEST_ID.match(request_id):
         request_id = uuid.uuid4().hex
     _origin.set(Origin(via, request_id))
     return request_id

@@ -185,9 +185,15 @@ async def running_phases(ctx: Context) -> list[PhaseRef]:
         ]
 
 
-async def expire_heartbeats(ctx: Context) -> list[PhaseRef]:
+async def silent_phases(ctx: Context, *, up_since: datetime | None = None) -> list[PhaseRef]:
+    """The running phases whose executor has been silent for the heartbeat timeout.
+    `up_since`: when this control plane started. Silence is counted from then at the earliest,
+    so a control plane's own downtime (when no heartbeat could arrive) never fails a run: after
+    a restart, executors get a whole timeout to be heard again."""
     timeout = ctx.settings.heartbeat_timeout
     deadline = utcnow() - timedelta(seconds=timeout)
+    if up_since is not None and up_since > deadline:
+        return []
     async with ctx.db.transaction() as session:
         rows = (
             await session.execute(
@@ -200,10 +206,18 @@ async def expire_heartbeats(ctx: Context) -> list[PhaseRef]:
                 )
             )
         ).all()
+    return [PhaseRef(r.id, PHASE_OF_RUNNING_STATUS[RunStatus(r.status)].value, r.phase_attempt) for r in rows]
+
+
+def silence_reason(ctx: Context) -> str:
+    timeout = ctx.settings.heartbeat_timeout
+    return f"The executor sent no heartbeat for {timeout:g} seconds (FIRSTLUME_HEARTBEAT_TIMEOUT), so the run was marked failed."
+
+
+async def expire_heartbeats(ctx: Context, *, up_since: datetime | None = None) -> list[PhaseRef]:
+    """Fails every silent phase (see silent_phases)."""
     failed = []
-    for row in rows:
-        ref = PhaseRef(row.id, PHASE_OF_RUNNING_STATUS[RunStatus(row.status)].value, row.phase_attempt)
-        reason = f"The executor sent no heartbeat for {timeout:g} seconds (FIRSTLUME_HEARTBEAT_TIMEOUT), so the run was marked failed."
-        if await fail_phase(ctx, ref, reason):
+    for ref in await silent_phases(ctx, up_since=up_since):
+        if await fail_phase(ctx, ref, silence_reason(ctx)):
             failed.append(ref)
     return failed

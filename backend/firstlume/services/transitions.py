@@ -126,16 +126,18 @@ async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
             await set_step(unit, run, name, StepStatus.FAILED)
     for name, status in effects.steps:
         await set_step(unit, run, name, status)
-    if effects.changes is not None:
-        moved = await move_change_states(
-            session,
-            run.id,
-            effects.changes.to,
-            only_from=effects.changes.only_from,
-            only_once_started=effects.changes.only_once_started,
-        )
-        if moved:
-            unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id))
+    moved = 0
+    for changes in (effects.interrupted_changes, effects.changes):
+        if changes is not None:
+            moved += await move_change_states(
+                session,
+                run.id,
+                changes.to,
+                only_from=changes.only_from,
+                only_once_started=changes.only_once_started,
+            )
+    if moved:
+        unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id))
     if effects.record_failed_resources:
         count, addresses = await count_failed_resources(session, run.id, first=MAX_FAILED_ADDRESSES)
         run.failed_resource_count = count
@@ -162,7 +164,13 @@ async def change_status_many(
     lock holder, nothing moves and StackLocked is raised, as for one run."""
     check_transition(current, target)
     effects = effects_of(current, target)
-    if effects.steps or effects.fail_running_steps or effects.changes or effects.revoke_phase_tokens:
+    if (
+        effects.steps
+        or effects.fail_running_steps
+        or effects.changes
+        or effects.interrupted_changes
+        or effects.revoke_phase_tokens
+    ):
         raise ValueError(f"{current} → {target} has per-run effects: use change_status")
     if not run_ids:
         return []

@@ -3,32 +3,122 @@ the REST API: the Authorization header, or the connection_init payload on a WebS
 
 from __future__ import annotations
 
-from typing import overload
+import json
+import logging
+from typing import Any, overload
 
+from cross_web import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.query_thread import QueryThread, is_query
 from firstlume.api.graphql.schema import schema
+from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
 from firstlume.services.audit import entered_via
 from firstlume.services.reads import ReadScope
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
 READS_KEY = "firstlume.reads"
+# The services context a request runs with when it is not the app's: a query on the query thread.
+CONTEXT_KEY = "firstlume.context"
+
+log = logging.getLogger("firstlume.api.graphql")
+
+
+def request_error(http_status: int, code: str, message: str) -> JSONResponse:
+    """A request GraphQL cannot even start on, in the GraphQL-over-HTTP shape, with the same
+    `code` in `extensions` as the REST API would give."""
+    return JSONResponse(
+        {"errors": [{"message": message, "extensions": {"code": code}}]}, status_code=http_status
+    )
+
+
+class QuietWhenClientLeaves(BaseGraphQLTransportWSHandler[GraphQLContext, None]):
+    """A client that goes away while its subscription sends is no server error: the operation
+    just ends, with nothing logged (strawberry would log a traceback for each)."""
+
+    async def handle_task_exception(self, error: Exception) -> None:
+        if isinstance(error, WebSocketDisconnected):
+            return
+        await super().handle_task_exception(error)
+
+    def forget_id(self, id: str) -> None:
+        # An operation that completes as its client leaves was already removed by the shutdown:
+        # strawberry's `del` would then raise KeyError (and log it as a worker failure).
+        self.operations.pop(id, None)
 
 
 class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
+    graphql_transport_ws_handler_class = QuietWhenClientLeaves
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope=scope, receive=receive)
+        thread: QueryThread | None = getattr(request.app.state, "query_thread", None)
+        if thread is not None and is_query(
+            request.method, await request.body(), request.query_params.get("query")
+        ):
+            # Executed (and encoded) on the query thread's loop with its database engine; the
+            # body was read here, where the request's channel lives.
+            request.scope[CONTEXT_KEY] = thread.ctx
+            response = await thread.run(self._respond(request))
+        else:
+            response = await self._respond(request)
+        await response(scope, receive, send)
+
+    async def _respond(self, request: Request) -> Response:
+        try:
+            return await self.run(request)
+        except HTTPException as error:
+            code = "invalid_json" if error.status_code == 400 else "invalid_request"
+            return request_error(error.status_code, code, _sentence(error.reason))
+        except Exception:
+            log.exception("unexpected error on %s /graphql", request.method)
+            return request_error(
+                500, "internal_error", "Something went wrong on our side; it has been logged."
+            )
+
+    def parse_json(self, data: str | bytes) -> Any:
+        """A request body (or GET's `variables`) with Firstlume's limits; an operation, or a list
+        of them, must be an object."""
+        try:
+            value = json_input.loads(data)
+        except json_input.JsonRefused as error:
+            raise HTTPException(400, str(error)) from None
+        if not isinstance(value, (dict, list)):
+            raise HTTPException(
+                400, 'The request body must be a JSON object, such as {"query": "{ viewer { email } }"}.'
+            )
+        return value
+
+    def decode_json(self, data: str | bytes) -> object:
+        """A WebSocket message: one refused closes the socket with 4400 and the reason."""
+        try:
+            message = json_input.loads(data, what="The message")
+        except json_input.JsonRefused as error:
+            raise json.JSONDecodeError(str(error), "", 0) from None
+        if not isinstance(message, dict):
+            raise json.JSONDecodeError("A message must be a JSON object.", "", 0)
+        return message
+
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
-        context = GraphQLContext(app=request.app.state.ctx, connection=request, response=response)
+        app = request.scope.get(CONTEXT_KEY) or request.app.state.ctx
+        context = GraphQLContext(app=app, connection=request, response=response)
         if not isinstance(request, WebSocket):
             context.reads = request.scope[READS_KEY] = ReadScope(context.app.db)
             await context.authenticate(request.headers.get("authorization"))
@@ -68,6 +158,10 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
             raise ConnectionRejectionError({"code": "unauthenticated", "message": context.auth_error})
         accepted: UnsetType = UNSET  # strawberry types the UNSET singleton as Any
         return accepted
+
+
+def _sentence(reason: str) -> str:
+    return reason if reason.endswith(".") else reason + "."
 
 
 def graphql_routes() -> list[BaseRoute]:

@@ -28,6 +28,7 @@ from firstlume.domain.errors import (
     InvalidStatus,
     NotFound,
 )
+from firstlume.services.storage import storage_failure
 
 log = logging.getLogger("firstlume.api.graphql")
 T = TypeVar("T")
@@ -130,6 +131,9 @@ class ErrorPolicy(MaskErrors):
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         original = error.original_error
+        if original is not None and not isinstance(original, FirstlumeError):
+            # A full disk or a read-only database is no bug: the client gets its sentence.
+            original = storage_failure(original) or original
         if isinstance(original, FirstlumeError):
             details = {k: camel(v) if k == "field" else v for k, v in original.details.items()}
             extensions = {"code": original.code, **details}
@@ -153,6 +157,11 @@ def raised_by_resolver(error: GraphQLError) -> bool:
 def log_unexpected(errors: list[GraphQLError], execution_context: ExecutionContext | None) -> None:
     for error in errors:
         if raised_by_resolver(error) and not isinstance(error.original_error, FirstlumeError):
+            assert error.original_error is not None
+            storage = storage_failure(error.original_error)
+            if storage is not None:
+                log.error("GraphQL resolver at %s: %s", error.path, storage.message)
+                continue
             log.error(
                 "unexpected error in a GraphQL resolver at %s", error.path, exc_info=error.original_error
             )

@@ -1,15 +1,26 @@
-"""The schema: roots, error policy and cost limits. `firstlume export-schema` prints it."""
+"""The schema: roots, error policy and limits (depth, aliases, tokens, cost: api/graphql/cost.py). `firstlume export-schema` prints it."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import strawberry
 from graphql import ASTValidationRule, GraphQLError
-from strawberry.extensions import AddValidationRules, MaxTokensLimiter, ParserCache, ValidationCache
+from strawberry.extensions import (
+    AddValidationRules,
+    MaxTokensLimiter,
+    ParserCache,
+    SchemaExtension,
+    ValidationCache,
+)
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from firstlume import metrics
+from firstlume.api.graphql.cost import CostLimit
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.git_subscriptions import GitSubscription
@@ -57,6 +68,21 @@ class ValidatedCache(ValidationCache):
         super().__init__(maxsize=CACHED_DOCUMENTS)
 
 
+class RequestMetrics(SchemaExtension):
+    """Each query's and mutation's duration in firstlume_graphql_request_duration_seconds;
+    subscriptions are counted open in firstlume_active_subscriptions instead."""
+
+    def on_operation(self) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        try:
+            operation = self.execution_context.operation_type.value
+        except Exception:  # not parsed, or no such operation
+            operation = "invalid"
+        if operation != "subscription":
+            metrics.GRAPHQL_DURATION.labels(operation=operation).observe(time.perf_counter() - started)
+
+
 class FirstlumeSchema(strawberry.Schema):
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -78,6 +104,7 @@ schema = FirstlumeSchema(
     # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
     # comes after the validation cache, whose result it replaces when it refuses.
     extensions=[
+        RequestMetrics,
         ErrorPolicy,
         TokenLimit,
         DocumentCache,
@@ -85,5 +112,7 @@ schema = FirstlumeSchema(
         ValidatedCache,
         RejectNulCharacters,
         TokenStillValid,
+        # After validation (an invalid document has no cost), before execution.
+        CostLimit,
     ],
 )

@@ -17,6 +17,7 @@ from typing import Any
 import strawberry
 from strawberry.types import Info
 
+from firstlume import metrics
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
@@ -225,8 +226,9 @@ class Subscription:
         if from_offset < 0:
             raise InvalidRequest("'fromOffset' must not be negative.", field="fromOffset")
         run = await run_of_org(info, org, str(run_id))
-        async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
-            yield LogChunk.of(part)
+        with metrics.active_subscription("runLog"):
+            async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
+                yield LogChunk.of(part)
 
     @strawberry.subscription(
         description="The run now, then again whenever its status, steps, commit, configuration or summary "
@@ -234,8 +236,9 @@ class Subscription:
     )
     async def run_updated(self, info: Ctx, org: str, run_id: strawberry.ID) -> AsyncGenerator[Run, None]:
         run = await run_of_org(info, org, str(run_id))
-        async for item in follow_run(info.context.app, run.id):
-            yield item
+        with metrics.active_subscription("runUpdated"):
+            async for item in follow_run(info.context.app, run.id):
+                yield item
 
     @strawberry.subscription(
         description="Every planned change with its state, then each change whose state (or error, or stages) "
@@ -245,8 +248,9 @@ class Subscription:
         self, info: Ctx, org: str, run_id: strawberry.ID
     ) -> AsyncGenerator[list[ResourceChange], None]:
         run = await run_of_org(info, org, str(run_id))
-        async for changed in follow_resources(info.context.app, run.id):
-            yield changed
+        with metrics.active_subscription("resourceStates"):
+            async for changed in follow_resources(info.context.app, run.id):
+                yield changed
 
     @strawberry.subscription(
         description="Every run of the organization that has not finished, oldest first: now, then after "
@@ -256,5 +260,6 @@ class Subscription:
         actor = info.context.require_actor()
         async with info.context.app.db.read() as session:
             org_row = await accounts.org_for(session, actor, org)
-        async for items in follow_active_runs(info.context.app, org_row):
-            yield items
+        with metrics.active_subscription("activeRuns"):
+            async for items in follow_active_runs(info.context.app, org_row):
+                yield items

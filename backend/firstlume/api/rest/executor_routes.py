@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume import metrics
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus
@@ -138,6 +140,9 @@ async def finish(request: Request) -> Response:
     async with phase_report(request, protocol.FinishReport) as (unit, run, token, report):
         run = await execution.finish_phase(unit, run, token, report)
         status = RunStatus(run.status)
+        metrics.PHASE_DURATION.labels(phase=str(token.phase), result=str(report.status)).observe(
+            (datetime.now(UTC) - token.created_at).total_seconds()
+        )
     return model_response(protocol.FinishAnswer(status=status))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from functools import wraps
@@ -11,10 +10,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
-from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound
+from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound, PayloadTooLarge
 from firstlume.services.audit import entered_via
 from firstlume.services.context import Context
+from firstlume.services.storage import storage_failure
 
 log = logging.getLogger("firstlume.api")
 
@@ -24,6 +25,10 @@ MAX_BODY_BYTES = 600 * 1024 * 1024
 class InvalidJson(FirstlumeError):
     code = "invalid_json"
     http_status = 400
+
+
+# One code for a body over its cap, wherever it is caught.
+BodyTooLarge = PayloadTooLarge
 
 
 def error_response(http_status: int, code: str, message: str, /, **details: Any) -> JSONResponse:
@@ -47,13 +52,13 @@ async def json_body(request: Request) -> dict[str, Any]:
     An empty body counts as {}."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
-        raise InvalidRequest("The request body is too large.")
+        raise BodyTooLarge(f"The request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB.")
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InvalidJson(f"The request body is not valid JSON: {error}.") from None
+        body = json_input.loads(raw)
+    except json_input.JsonRefused as error:
+        raise InvalidJson(str(error)) from None
     if not isinstance(body, dict):
         raise InvalidJson('The request body must be a JSON object, such as {"type": "plan"}.')
     if _has_nul(body):
@@ -120,11 +125,10 @@ def endpoint(handler: Handler) -> Handler:
 
     @wraps(handler)
     async def wrapped(request: Request) -> Response:
-        # The id the audit trail records for changes made by this request, and answers with.
-        request_id = entered_via(AuditVia.REST, request.headers.get("x-request-id"))
-        response = await _handle(handler, request)
-        response.headers.setdefault("X-Request-Id", request_id)
-        return response
+        # The audit trail records changes made by this request with its id (the middleware's,
+        # which the response carries in X-Request-ID).
+        entered_via(AuditVia.REST, request.headers.get("x-request-id"))
+        return await _handle(handler, request)
 
     return wrapped
 
@@ -138,7 +142,11 @@ async def _handle(handler: Handler, request: Request) -> Response:
         return await handler(request)
     except FirstlumeError as error:
         return error_response(error.http_status, error.code, error.message, **error.details)
-    except Exception:
+    except Exception as error:
+        storage = storage_failure(error)
+        if storage is not None:
+            log.error("%s %s: %s (%s)", request.method, request.url.path, storage.message, error)
+            return error_response(storage.http_status, storage.code, storage.message, **storage.details)
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 

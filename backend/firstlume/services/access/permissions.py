@@ -31,6 +31,8 @@ REST: dict[str, Need] = {
     # health and the SPA
     "healthz": Open.PUBLIC,
     "readyz": Open.PUBLIC,
+    # Prometheus scrapes it like a health check: counts only, no organization's names or data
+    "metrics": Open.PUBLIC,
     "not_found_route": Open.PUBLIC,
     "spa": Open.PUBLIC,
     # each GraphQL field is checked by the GraphQL table below

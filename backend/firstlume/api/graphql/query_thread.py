@@ -1,0 +1,68 @@
+"""GraphQL queries over HTTP run on an event loop of their own, in a thread of their own.
+
+asyncio runs every ready callback of a loop iteration before it looks at the network again, and
+a query that resolves thousands of objects makes hundreds of thousands of them: on the server's
+loop, /healthz and every other request would wait seconds behind one large query. On this loop
+they wait only for the interpreter to switch threads (every few milliseconds). Only queries come
+here: they read through a database engine of this loop and publish nothing; mutations and
+subscriptions stay on the server's loop with the pub/sub connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from graphql import OperationDefinitionNode, OperationType, parse
+
+from firstlume.db.engine import Database
+from firstlume.domain import json_input
+from firstlume.services.context import Context
+
+T = TypeVar("T")
+
+
+class QueryThread:
+    def __init__(self, ctx: Context) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="graphql-queries", daemon=True)
+        self.db = Database(ctx.settings.database_url)
+        # The same context but for the database: its engine's connections belong to this loop.
+        self.ctx = dataclasses.replace(ctx, db=self.db, relay=None)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """`work` on this thread's loop; the caller's loop stays free while it runs."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+    async def stop(self) -> None:
+        await self.run(self.db.dispose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._loop.close()
+
+
+def is_query(method: str, body: bytes, query_param: str | None) -> bool:
+    """Whether the request is one query operation (not a mutation or subscription). Anything
+    that cannot be read is not: it is refused on the server's loop, as before."""
+    try:
+        if method == "GET":
+            text, name = query_param, None
+        else:
+            data = json_input.loads(body)
+            if not isinstance(data, dict):
+                return False
+            text, name = data.get("query"), data.get("operationName")
+        if not isinstance(text, str) or not isinstance(name, str | None):
+            return False
+        document = parse(text, max_tokens=5000)
+    except Exception:
+        return False
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    chosen = [o for o in operations if name is None or (o.name is not None and o.name.value == name)]
+    return len(chosen) == 1 and chosen[0].operation == OperationType.QUERY

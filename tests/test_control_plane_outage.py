@@ -1,0 +1,92 @@
+"""The control plane is SIGKILLed mid-apply and stays down longer than the heartbeat timeout:
+at restart the running apply is not failed (the control plane's own downtime is not the
+executor's silence), the executor keeps retrying through the outage, and the apply ends
+`applied`; the next run on the stack is not blocked by a state lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from conftest import LiveServer, Tenant, free_port, settings_env, stop_live_server, wait_until
+from support.e2e import Api, make_stack_repo
+from support.terraform import requires_terraform
+
+pytestmark = requires_terraform
+
+TIMEOUT = 3
+OUTAGE = 8
+SLOW = """
+resource "terraform_data" "slow" {
+  input = "s"
+  provisioner "local-exec" {
+    command = "sleep 14"
+  }
+}
+"""
+
+
+def serve(env: dict[str, str], port: int, log_path: Path) -> LiveServer:
+    """The control plane on a given port: a restarted one must be where its executors call."""
+    url = f"http://127.0.0.1:{port}"
+    full = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+        env=full,
+        stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+    def ready() -> bool:
+        try:
+            return httpx.get(url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return process.poll() is not None
+
+    wait_until(ready, 30, "the control plane to start")
+    assert process.poll() is None, log_path.read_text()
+    return LiveServer(url=url, process=process, log_path=log_path, env=full)
+
+
+def test_an_outage_longer_than_the_heartbeat_timeout_does_not_fail_a_running_apply(
+    database_url: str, tmp_path: Path, tenant: Tenant
+) -> None:
+    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_HEARTBEAT_TIMEOUT=str(TIMEOUT))
+    port = free_port()
+    log_path = tmp_path / "server.log"
+    server = serve(env, port, log_path)
+    api = Api(server.url, tenant.org, tenant.token)
+    try:
+        api.settings("", {"require_approval": False})
+        api.create_stack("app", make_stack_repo(tmp_path, SLOW))
+        run_id = api.start("app", "apply")
+        api.wait(run_id, "applying", timeout=90)
+        wait_until(
+            lambda: api.by_address(run_id)["terraform_data.slow"]["state"] == "applying",
+            60,
+            "the slow resource to start",
+        )
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+        down_at = time.monotonic()
+        time.sleep(OUTAGE)  # the outage itself: nothing to wait for but time
+        server = serve(env, port, log_path)
+        assert time.monotonic() - down_at > TIMEOUT
+        # Past a whole heartbeat timeout after the restart, the apply is still running…
+        time.sleep(0.5)
+        assert api.run(run_id)["status"] in ("applying", "applied"), api.run(run_id)
+        run = api.wait(run_id, "applied", timeout=90)
+        assert run["error"] is None
+        assert api.by_address(run_id)["terraform_data.slow"]["state"] == "done"
+        # …and the stack is free: a plan finds the state unlocked and in step.
+        plan = api.start("app", "plan")
+        assert api.wait(plan, "no_changes", timeout=90)["error"] is None
+    finally:
+        api.close()
+        stop_live_server(server)

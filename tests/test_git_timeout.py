@@ -1,0 +1,81 @@
+"""A Git server that accepts connections and never answers: the checkout gives up after
+FIRSTLUME_GIT_TIMEOUT and the run fails with a reason naming the step, instead of staying
+`planning` while heartbeats flow."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
+from firstlume.executor.checkout import CheckoutError, checkout
+from support.e2e import Api
+
+
+@pytest.fixture
+def silent_git() -> Iterator[str]:
+    """http://127.0.0.1:<port>/repo.git on a socket that accepts and never writes a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)  # kept open, never answered
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/repo.git"
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_checkout_gives_up_on_a_server_that_never_answers(silent_git: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(CheckoutError) as refused:
+        checkout(silent_git, tmp_path / "checkout", branch="main", timeout=1.5)
+    elapsed = time.monotonic() - started
+    assert "checkout: cloning http://127.0.0.1" in str(refused.value)
+    assert "no answer within 1.5 seconds (FIRSTLUME_GIT_TIMEOUT)" in str(refused.value)
+    assert elapsed < 15, elapsed
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
+    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_GIT_TIMEOUT="2")
+    served = start_live_server(env, tmp_path / "server.log")
+    yield served
+    stop_live_server(served)
+
+
+def test_a_run_against_a_silent_git_server_fails_naming_the_checkout(api: Api, silent_git: str) -> None:
+    response = api.post("/stacks", {"slug": "hung", "repository": silent_git})
+    assert response.status_code == 201, response.text
+    started = time.monotonic()
+    run_id = api.start("hung", "plan")
+    run = api.wait(run_id, "failed", timeout=60)
+    assert time.monotonic() - started < 45
+    assert "checkout: cloning http://127.0.0.1" in run["error"], run["error"]
+    assert "FIRSTLUME_GIT_TIMEOUT" in run["error"]
+    steps = {s["name"]: s["status"] for s in run["steps"]}
+    assert steps.get("checkout") == "failed", run["steps"]
+    # The stack is free again: the next run is claimed (and fails the same way).
+    again = api.start("hung", "plan")
+    assert api.wait(again, "failed", timeout=60)["error"] == run["error"]

@@ -1,0 +1,174 @@
+"""The cost limit: estimated from list sizes and depth, a costly operation is refused before it
+runs with `query_too_costly`; every operation of the web UI stays within it; and the most
+expensive allowed query leaves /healthz answering in under 200 ms on a served control plane."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from graphql import OperationDefinitionNode, parse
+from sqlalchemy import event
+from starlette.applications import Starlette
+
+from conftest import LiveServer, Tenant
+from firstlume.api.graphql.cost import MAX_COST, estimate
+from firstlume.api.graphql.schema import MAX_ALIASES, schema
+from firstlume.app import create_app
+from firstlume.services.context import Context
+from firstlume.settings import Settings
+from test_graphql_cost import seed_runs
+
+FRONTEND = Path(__file__).resolve().parents[1] / "frontend" / "src" / "graphql"
+RUN_FIELDS = "id number status type createdAt createdBy commit { sha } summary { text } steps { name status }"
+# The issue's query: runs(first: 100) → stack → runs → … eleven levels deep, no aliases.
+NESTED = (
+    'query { organization(slug: "acme") { stack(slug: "big") { '
+    + ("runs(first: 100) { nodes { id stack { " * 3)
+    + "slug"
+    + " } } }" * 3
+    + " } } }"
+)
+
+
+def most_expensive_allowed() -> str:
+    """100 runs, each with its stack's 100 runs and as many of their fields as the limit allows
+    (more copies of `approval` under aliases, within the alias limit)."""
+
+    def query(copies: int) -> str:
+        fields = RUN_FIELDS + "".join(
+            f" a{i}: approval {{ required approvedBy acknowledged }}" for i in range(copies)
+        )
+        return (
+            'query { organization(slug: "acme") { stack(slug: "big") { runs(first: 100) { nodes { id '
+            f"stack {{ runs(first: 100) {{ nodes {{ {fields} }} }} }} }} }} }} }} }}"
+        )
+
+    copies = 0
+    while copies < MAX_ALIASES and cost_of(query(copies + 1)) <= MAX_COST:
+        copies += 1
+    return query(copies)
+
+
+def cost_of(query: str, variables: dict[str, Any] | None = None) -> int:
+    return estimate(schema._schema, parse(query), None, variables or {})
+
+
+def test_every_operation_of_the_web_ui_is_within_the_limit() -> None:
+    text = "\n".join(p.read_text() for p in sorted(FRONTEND.glob("*.graphql")))
+    document = parse(text)
+    names = [d.name.value for d in document.definitions if isinstance(d, OperationDefinitionNode) and d.name]
+    assert "RunChanges" in names and "StackPage" in names
+    for name in names:
+        cost = estimate(schema._schema, document, name, {"first": 100})
+        assert 0 < cost <= MAX_COST, (name, cost)
+
+
+def test_the_estimate_grows_with_list_sizes_and_depth() -> None:
+    one = cost_of('{ organization(slug: "a") { stack(slug: "s") { runs(first: 10) { nodes { id } } } } }')
+    ten = cost_of('{ organization(slug: "a") { stack(slug: "s") { runs(first: 100) { nodes { id } } } } }')
+    assert ten - one == 270  # runs, nodes and id, for 90 more runs
+    by_variable = 'query($n: Int!) { organization(slug: "a") { stack(slug: "s") { runs(first: $n) { nodes { id } } } } }'
+    assert cost_of(by_variable, {"n": 100}) == ten
+    assert cost_of(NESTED) > 100**3 >= MAX_COST
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[Starlette]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Context, tenant: Tenant) -> None:
+    await seed_runs(ctx, tenant, "big", 5)
+    statements: list[str] = []
+    engines = [app.state.ctx.db.engine.sync_engine, app.state.query_thread.db.engine.sync_engine]
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+            response = await http.post("/graphql", json={"query": NESTED}, headers=tenant.headers)
+            refused = [s for s in statements if "runs" in s.lower()]
+            by_variable = await http.post(
+                "/graphql",
+                json={
+                    "query": NESTED.replace("first: 100", "first: $n").replace(
+                        "query {", "query($n: Int!) {"
+                    ),
+                    "variables": {"n": 100},
+                },
+                headers=tenant.headers,
+            )
+            small = await http.post(
+                "/graphql",
+                json={
+                    "query": NESTED.replace("first: 100", "first: $n").replace(
+                        "query {", "query($n: Int!) {"
+                    ),
+                    "variables": {"n": 2},
+                },
+                headers=tenant.headers,
+            )
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
+    body = response.json()
+    assert response.status_code == 200 and body["data"] is None
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "query_too_costly" and error["extensions"]["limit"] == MAX_COST
+    assert error["extensions"]["cost"] > MAX_COST and "limit is 1,000,000" in error["message"]
+    # Refused before execution: not one statement read a run.
+    assert refused == []
+    assert by_variable.json()["errors"][0]["extensions"]["code"] == "query_too_costly"
+    assert "errors" not in small.json() and small.json()["data"]["organization"]["stack"]["runs"]["nodes"]
+
+
+async def test_healthz_answers_within_200ms_while_the_most_expensive_allowed_query_runs(
+    server: LiveServer, ctx: Context, tenant: Tenant
+) -> None:
+    await seed_runs(ctx, tenant, "big", 100)
+    query = most_expensive_allowed()
+    cost = cost_of(query)
+    assert 0.6 * MAX_COST < cost <= MAX_COST, cost
+    result: dict[str, Any] = {}
+
+    def expensive() -> None:
+        started = time.monotonic()
+        response = httpx.post(
+            server.url + "/graphql", json={"query": query}, headers=tenant.headers, timeout=300
+        )
+        result.update(response=response, seconds=time.monotonic() - started)
+
+    worker = threading.Thread(target=expensive)
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        await http.get("/healthz")  # a connection of its own, opened before the query starts
+        worker.start()
+        while worker.is_alive():
+            started = time.monotonic()
+            try:
+                await http.get("/healthz")
+            finally:
+                latencies.append(time.monotonic() - started)
+                assert latencies[-1] < 0.2, latencies
+            await asyncio.sleep(0.05)
+    worker.join()
+    response = result["response"]
+    assert response.status_code == 200, response.text[:500]
+    nodes = response.json()["data"]["organization"]["stack"]["runs"]["nodes"]
+    assert len(nodes) == 100 and all(len(n["stack"]["runs"]["nodes"]) == 100 for n in nodes)
+    print(f"\nquery of cost {cost}: {result['seconds']:.1f}s, {len(response.content) / 1e6:.1f} MB; "
+          f"{len(latencies)} /healthz, slowest {max(latencies) * 1000:.0f} ms")  # fmt: skip
+    assert len(latencies) >= 5
+    assert max(latencies) < 0.2, sorted(latencies)[-5:]
