@@ -29,6 +29,7 @@ from served import PG_SERVER, context, database, describe, environment, seed, se
 
 from firstlume.domain.runs import RunType
 from firstlume.services import dispatch
+from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
 from firstlume.services.runs import start_run
 
@@ -136,7 +137,9 @@ async def main(subscribers: int, lines: int) -> None:
                 async with ctx.unit() as unit:
                     from firstlume.services import accounts, catalog
 
-                    actor, org = await accounts.authenticate_in_org(unit.session, tenant.token, "bench")
+                    actor, org = await accounts.authenticate_in_org(
+                        unit.session, tenant.token, "bench", Role.OPERATOR
+                    )
                     stack = await catalog.stack_by_slug(unit.session, org, "net")
                     run = await start_run(unit, actor, stack, StartRun(type=RunType.PLAN))
                 [launch] = await dispatch.claim_plans(ctx)
