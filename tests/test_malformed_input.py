@@ -120,7 +120,13 @@ def test_every_body_route_refuses_malformed_json(settings: Settings, runner: asy
     async def check() -> None:
         async with world(settings) as w:
             body_targets = [
-                t for t in w.targets if t.method in BODY_METHODS and t.path not in ("/graphql", "/api/prod")
+                t
+                for t in w.targets
+                if t.method in BODY_METHODS
+                and t.path not in ("/graphql", "/api/prod")
+                # A Git host's webhook is judged by its headers and signature before its body
+                # (tests/test_git_webhooks.py sends it invalid JSON with a valid signature).
+                and not t.path.endswith("/git/webhook")
             ]
             assert len(body_targets) >= 19
             refused = set()

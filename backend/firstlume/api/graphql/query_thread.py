@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from graphql import OperationDefinitionNode, OperationType, parse
 
-from firstlume.db.engine import Database
 from firstlume.domain import json_input
 from firstlume.services.context import Context
 
@@ -29,7 +28,8 @@ class QueryThread:
     def __init__(self, ctx: Context) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="graphql-queries", daemon=True)
-        self.db = Database(ctx.settings.database_url)
+        # An engine of its own, of the server's kind (api/ builds no database of its own kind).
+        self.db = type(ctx.db)(ctx.settings.database_url)
         # The same context but for the database: its engine's connections belong to this loop.
         self.ctx = dataclasses.replace(ctx, db=self.db, relay=None)
 
