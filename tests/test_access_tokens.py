@@ -227,3 +227,37 @@ def test_cli_creates_tokens_with_role_name_and_expiry_and_revokes_them(
         assert httpx.get(f"{served.url}{O}/stacks", headers=ada).status_code == 401
     finally:
         stop_live_server(served)
+
+
+async def test_one_query_a_round_tells_every_open_subscription_whether_its_token_still_works(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    import asyncio
+    from contextlib import AsyncExitStack
+
+    from firstlume.services.access import token_watch
+    from support.statements import StatementCounter
+
+    kept = await new_token(client, tenant, name="kept")
+    lost = await new_token(client, tenant, name="lost")
+    watch = token_watch.TokenWatch(ctx)
+    counter = StatementCounter(ctx.db)
+    try:
+        async with AsyncExitStack() as stack:
+            # 200 subscriptions of two tokens, as 200 live log readers would hold them.
+            events = [
+                await stack.enter_async_context(watch.watching(made["id"]))
+                for made in (kept, lost)
+                for _ in range(100)
+            ]
+            assert (
+                await client.delete(f"{O}/tokens/{lost['id']}", headers=tenant.headers)
+            ).status_code == 200
+            with counter.counting() as statements:
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events[100:])), timeout=5)
+            assert not any(e.is_set() for e in events[:100])  # the kept token's subscriptions go on
+            reads = [s for s in statements if "api_tokens" in s.lower()]
+            assert 1 <= len(reads) <= 2, statements  # one query a round for all 200, not one each
+    finally:
+        counter.close()
+        await watch.stop()

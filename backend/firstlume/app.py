@@ -135,6 +135,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if scheduler is not None:
                 await scheduler.stop()
             await ctx.notifier.stop()
+            if "token_watch" in vars(ctx):  # made by the first subscription, if any
+                await ctx.token_watch.stop()
             await notifier_db.dispose()
             await relay.stop()
             await query_thread.stop()

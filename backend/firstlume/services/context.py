@@ -19,6 +19,7 @@ from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
 
 if TYPE_CHECKING:
+    from firstlume.services.access.token_watch import TokenWatch
     from firstlume.services.logs import LogTails
     from firstlume.services.notifications.sender import NotificationSender
     from firstlume.services.outbox import OutboxRelay
@@ -59,6 +60,13 @@ class Context:
         from firstlume.services.logs import LogTails
 
         return LogTails(self)
+
+    @cached_property
+    def token_watch(self) -> TokenWatch:
+        """This process's watch over the tokens of open subscriptions (one query for all)."""
+        from firstlume.services.access.token_watch import TokenWatch
+
+        return TokenWatch(self)
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[Unit]:

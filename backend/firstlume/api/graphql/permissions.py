@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -30,7 +29,6 @@ from firstlume.services.context import Actor
 
 # How often an open subscription checks that its token is still valid: well within the 5 s a
 # revoked token's subscriptions have to end.
-REVOCATION_CHECK_SECONDS = 1.5
 REVOKED = "The API token was revoked or has expired."
 
 
@@ -165,35 +163,36 @@ class RoleCheck(FieldExtension):
 async def until_revoked(
     ctx: GraphQLContext, actor: Actor, events: AsyncIterator[Any]
 ) -> AsyncGenerator[Any, None]:
-    """The subscription's events, until its token is revoked or expires: then an error ends it."""
-    next_check = time.monotonic() + REVOCATION_CHECK_SECONDS
+    """The subscription's events, until its token is revoked or expires: then an error ends it.
+    The process's one token watch tells (services/access/token_watch.py), not a query each."""
+    if actor.token_id is None:
+        async for item in events:
+            yield item
+        return
     pending: asyncio.Task[Any] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=max(0.0, next_check - time.monotonic()))
-            if pending in done:
+    async with ctx.app.token_watch.watching(actor.token_id) as revoked:
+        revoked_wait = asyncio.ensure_future(revoked.wait())
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                done, _ = await asyncio.wait({pending, revoked_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if revoked_wait in done:
+                    raise Unauthenticated(REVOKED)
                 task, pending = pending, None
                 try:
                     item = task.result()
                 except StopAsyncIteration:
                     return
                 yield item
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + REVOCATION_CHECK_SECONDS
-                if actor.token_id is not None:
-                    async with ctx.loaders().reads.session() as session:
-                        usable = await token_usable(session, actor.token_id)
-                    if not usable:
-                        raise Unauthenticated(REVOKED)
-    finally:
-        if pending is not None:
-            pending.cancel()
-            try:
-                await pending
-            except (asyncio.CancelledError, StopAsyncIteration, Exception):
-                pass
-        closer = getattr(events, "aclose", None)
-        if closer is not None:
-            await closer()
+        finally:
+            revoked_wait.cancel()
+            if pending is not None:
+                pending.cancel()
+                try:
+                    await pending
+                except (asyncio.CancelledError, StopAsyncIteration, Exception):
+                    pass
+            closer = getattr(events, "aclose", None)
+            if closer is not None:
+                await closer()
