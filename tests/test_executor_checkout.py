@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import os
-import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pygit2
@@ -15,7 +10,6 @@ import pytest
 from pygit2.enums import CredentialType
 
 from firstlume.executor.checkout import (
-    HTTPS_TOKEN_USER,
     CheckoutError,
     GitAuth,
     _Callbacks,
@@ -23,6 +17,7 @@ from firstlume.executor.checkout import (
     commit_url,
     display_url,
 )
+from support.git_http import GitHttpServer
 from support.git_repos import commit_files, make_repo
 
 MAIN_TF = 'resource "terraform_data" "a" {}\n'
@@ -146,91 +141,15 @@ def test_credentials_are_offered_once_then_refused_instead_of_looping() -> None:
 # -- a private repository over smart HTTP (git http-backend behind Basic auth) -----------------
 
 
-class _GitHttpBackend(BaseHTTPRequestHandler):
-    server: _GitServer
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _serve(self) -> None:
-        self.server.authorizations.append(self.headers.get("Authorization"))
-        if self.headers.get("Authorization") != self.server.expected_authorization:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="git"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        path, _, query = self.path.partition("?")
-        body = self._body()
-        env = {
-            "PATH": os.environ["PATH"],
-            "GIT_PROJECT_ROOT": str(self.server.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": HTTPS_TOKEN_USER,
-            "REMOTE_ADDR": "127.0.0.1",
-        }
-        output = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=True)
-        head, _, payload = output.stdout.partition(b"\r\n\r\n")
-        status, headers = 200, []
-        for line in head.split(b"\r\n"):
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            else:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        chunks = []
-        while size := int(self.rfile.readline().strip(), 16):
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline()
-        self.rfile.readline()
-        return b"".join(chunks)
-
-
-class _GitServer(ThreadingHTTPServer):
-    def __init__(self, root: Path, token: str) -> None:
-        super().__init__(("127.0.0.1", 0), _GitHttpBackend)
-        self.root = root
-        credentials = base64.b64encode(f"{HTTPS_TOKEN_USER}:{token}".encode()).decode()
-        self.expected_authorization = f"Basic {credentials}"
-        self.authorizations: list[str | None] = []
-
-
 @pytest.fixture
-def private_repo(tmp_path: Path) -> Iterator[tuple[_GitServer, str, str]]:
+def private_repo(tmp_path: Path) -> Iterator[tuple[GitHttpServer, str, str]]:
     _, sha = make_repo(tmp_path / "srv" / "infra", {"main.tf": MAIN_TF})
-    server = _GitServer(tmp_path / "srv", token="ghp_right_token")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://127.0.0.1:{server.server_address[1]}/infra", sha
-    finally:
-        server.shutdown()
-        server.server_close()
+    with GitHttpServer(tmp_path / "srv", token="ghp_right_token").running() as server:
+        yield server, server.url("infra"), sha
 
 
 def test_private_repository_is_cloned_with_the_https_token(
-    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
 ) -> None:
     server, url, sha = private_repo
 
@@ -242,7 +161,7 @@ def test_private_repository_is_cloned_with_the_https_token(
 
 
 def test_wrong_https_token_fails_without_revealing_it(
-    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
 ) -> None:
     _, url, _ = private_repo
 
@@ -254,7 +173,7 @@ def test_wrong_https_token_fails_without_revealing_it(
 
 
 def test_private_repository_without_credentials_fails_clearly(
-    private_repo: tuple[_GitServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
 ) -> None:
     _, url, _ = private_repo
 
