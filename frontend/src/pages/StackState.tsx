@@ -2,6 +2,7 @@ import { useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useAuth } from "../auth";
+import { downloadFile } from "../download";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
 import { shortSha } from "../format";
 import { ForceUnlockDocument, StackStateDocument, type StackStateViewFragment } from "../graphql/generated";
@@ -168,7 +169,7 @@ function VersionTable({ org, slug, unit, versions }: { org: string; slug: string
     const base = `/api/v1/orgs/${encodeURIComponent(org)}/stacks/${encodeURIComponent(slug)}`;
     const path = `${base}${unit === "." ? "" : `/units/${unit.split("/").map(encodeURIComponent).join("/")}`}/state/versions/${version.serial}`;
     try {
-      await downloadFile(path, token ?? "", `${slug}${unit === "." ? "" : `-${unit.replaceAll("/", "-")}`}-${version.serial}.tfstate`);
+      await downloadFile(path, token ?? "", `${slug}${unit === "." ? "" : `-${unit.replaceAll("/", "-")}`}-${version.serial}.tfstate`, "the state");
     } catch (caught) {
       setProblem(caught instanceof Error ? caught.message : String(caught));
     }
@@ -225,35 +226,4 @@ function typeText(type: unknown): string {
 
 function valueText(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value);
-}
-
-/** A REST resource fetched with the token and handed to the browser as a file. */
-async function downloadFile(path: string, token: string, fileName: string): Promise<void> {
-  let response: Response;
-  try {
-    response = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
-  } catch {
-    throw new Error("Can't reach the Firstlume server to download the state. Check that it is running and that you are online.");
-  }
-  if (!response.ok) {
-    let message = `The server answered HTTP ${response.status}.`;
-    try {
-      const body = (await response.json()) as { error?: { message?: string } };
-      if (body.error?.message) message = body.error.message;
-    } catch {
-      // Not the documented error shape: the status says enough.
-    }
-    throw new Error(message);
-  }
-  const url = URL.createObjectURL(await response.blob());
-  try {
-    const link = document.createElement("a");
-    link.href = url;
-    link.download = fileName;
-    document.body.append(link);
-    link.click();
-    link.remove();
-  } finally {
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
-  }
 }
