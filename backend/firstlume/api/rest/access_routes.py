@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import endpoint, json_body
 from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import iso

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import endpoint, int_param, query_values
 from firstlume.api.rest.org_routes import org_read
 from firstlume.api.rest.serializers import iso

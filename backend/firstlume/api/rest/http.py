@@ -8,8 +8,9 @@ from functools import wraps
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
 from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound, PayloadTooLarge

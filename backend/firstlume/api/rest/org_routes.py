@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json

@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import bool_param, context_of, endpoint, int_param, json_body, query_values
 from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import changes_document, run_json

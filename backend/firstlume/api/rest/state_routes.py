@@ -16,9 +16,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import check_query, context_of, endpoint, int_param
 from firstlume.api.rest.serializers import iso
