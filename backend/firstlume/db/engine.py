@@ -21,6 +21,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.util import await_
 
+from firstlume.domain import json_output
+
 # Marks a connection whose transaction only reads (see Database.read).
 READ_ONLY = "firstlume_read_only"
 
@@ -41,6 +43,9 @@ def _prepare_sqlite_file(url: str) -> None:
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    # JSON columns (a plan's changes: 60,000 attributes) written and read by orjson.
+    kwargs.setdefault("json_serializer", json_output.dumps_text)
+    kwargs.setdefault("json_deserializer", json_output.loads_stored)
     if url.startswith("sqlite"):
         _prepare_sqlite_file(url)
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)

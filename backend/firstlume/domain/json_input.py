@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import accumulate
 from typing import Any
 
 # Far deeper than any request Firstlume takes (stack variables, settings, Terraform state), far
@@ -32,10 +33,13 @@ def _finite_float(text: str) -> float:
 def loads(raw: bytes | str, *, what: str = "The request body") -> Any:
     """`raw` as a JSON value, or JsonRefused naming what is wrong with it."""
     if isinstance(raw, bytes):
+        text = raw
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise JsonRefused(f"{what} is not valid UTF-8 text.") from None
+    else:
+        text = raw.encode("utf-8", "surrogatepass")
     try:
         value = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except JsonRefused as error:
@@ -49,23 +53,25 @@ def loads(raw: bytes | str, *, what: str = "The request body") -> Any:
         if "digits" in str(error):
             raise JsonRefused(f"{what} holds a number with more than 4,300 digits.") from None
         raise JsonRefused(f"{what} is not valid JSON: {error}.") from None
-    if depth_exceeds(value, MAX_JSON_DEPTH):
+    if text_depth_exceeds(text, MAX_JSON_DEPTH):
         raise JsonRefused(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep.")
     return value
 
 
-def depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest deeper than `limit`; iterative, so any depth is safe."""
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+# What each byte of JSON's structure does to the nesting depth.
+_DEPTH_STEP = [0] * 256
+_DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
+_DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def text_depth_exceeds(text: bytes, limit: int) -> bool:
+    """Whether the brackets of valid JSON `text` nest deeper than `limit`, read from the text
+    at C speed: walking the parsed value in Python cost 0.2 s for a 16 MB plan. Escapes are
+    dropped first (an escaped backslash, then an escaped quote), then everything but brackets
+    and quotes, then what lies between quotes: the brackets of strings do not count."""
+    if text.count(b"[") + text.count(b"{") <= limit:
+        return False
+    bare = text.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    structure = b"".join(bare.split(b'"')[::2])
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, structure)), default=0) > limit

@@ -25,6 +25,7 @@ from firstlume.db.models import (
 from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
+from firstlume.domain import json_output
 from firstlume.domain.changes import Change, changes_from_plan, summarize
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from firstlume.domain.runs import (
@@ -236,7 +237,7 @@ async def store_plan(
         PlanArtifact(
             run_id=run.id,
             plan_file_sealed=keyring.encrypt(plan_file, _context(run.id, "plan_file")),
-            plan_json_sealed=keyring.encrypt(json.dumps(plan_json).encode(), _context(run.id, "plan_json")),
+            plan_json_sealed=keyring.encrypt(json_output.dumps(plan_json), _context(run.id, "plan_json")),
             lock_file_sealed=keyring.encrypt_text(lock_file, _context(run.id, "lock_file"))
             if lock_file
             else None,

@@ -20,12 +20,11 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.types.unset import UNSET, UnsetType
 
-from firstlume.api import json_body
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.query_thread import QueryThread, is_query
 from firstlume.api.graphql.schema import schema
 from firstlume.api.json_body import JSONResponse
-from firstlume.domain import json_input
+from firstlume.domain import json_input, json_output
 from firstlume.domain.audit import AuditVia
 from firstlume.services.audit import entered_via
 from firstlume.services.reads import ReadScope
@@ -109,7 +108,7 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
     def encode_json(self, data: object) -> str:
         # orjson: the encoder holds the interpreter, so its speed is every other request's wait.
         # Text, not bytes: strawberry sends bytes on a WebSocket as a binary frame.
-        return json_body.dumps(data).decode()
+        return json_output.dumps_text(data)
 
     def decode_json(self, data: str | bytes) -> object:
         """A WebSocket message: one refused closes the socket with 4400 and the reason."""

@@ -1,0 +1,33 @@
+"""JSON text encoded by orjson: the same text as compact `json.dumps` (UTF-8), about ten times
+faster. An encoder is one C call that holds the interpreter until it is done, so its speed is
+also every other request's latency: 6 MB of GraphQL result took 95 ms with `json.dumps`, long
+enough to push /healthz past its 200 ms beside the largest allowed query."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON. What orjson refuses (an integer beyond 64 bits, a key
+    that is not a string) goes through `json.dumps`, so nothing that encoded before fails now."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def dumps_text(value: Any) -> str:
+    return dumps(value).decode()
+
+
+def loads_stored(text: str | bytes) -> Any:
+    """JSON that Firstlume stored itself (a column's value), read by orjson; what it refuses (an
+    integer beyond 64 bits, which `dumps` let through to `json.dumps`) by `json.loads`."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
