@@ -6,6 +6,7 @@ one read session for a whole HTTP request.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from contextlib import suppress
 from functools import cached_property
@@ -173,3 +174,15 @@ class Loaders:
                 counts = await change_reads.counts(session, run_ids, change_filter)
                 found.update({(i, change_filter): c for i, c in zip(run_ids, counts, strict=True)})
         return [found[key] for key in keys]
+
+
+def known_or_awaited(loader: DataLoader[K, V], key: K) -> V | Awaitable[V]:
+    """The loader's value for `key` when it is already loaded, else the awaitable of it. A
+    resolver returning this is synchronous whenever it can be: graphql-core awaits only what is
+    awaitable, and an awaitable field costs a task and a gather per object (a page of 20 runs
+    with three such fields spent a third of its time creating tasks)."""
+    pending = loader.load(key)
+    if isinstance(pending, asyncio.Future) and pending.done() and not pending.cancelled():
+        if pending.exception() is None:
+            return pending.result()  # type: ignore[no-any-return]
+    return pending

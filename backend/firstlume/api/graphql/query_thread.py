@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -60,6 +61,16 @@ def is_query(method: str, body: bytes, query_param: str | None) -> bool:
             text, name = data.get("query"), data.get("operationName")
         if not isinstance(text, str) or not isinstance(name, str | None):
             return False
+    except Exception:
+        return False
+    return _names_one_query(text, name)
+
+
+@functools.lru_cache(maxsize=512)
+def _names_one_query(text: str, name: str | None) -> bool:
+    """Parsing is most of the classification's cost (a sixth of a small query's time on the
+    server's loop); clients send the same few documents again and again."""
+    try:
         document = parse(text, max_tokens=5000)
     except Exception:
         return False

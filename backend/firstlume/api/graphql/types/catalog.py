@@ -327,6 +327,10 @@ class Stack:
         )
         rows = await self.loaders.stack_runs.load(RunPageKey(self.row.id, first + 1, before, run_filter))
         page = rows[:first]
+        # Known before the runs resolve, so that their `stack` and `createdBy` answer at once
+        # (one read of the starters' emails for the page instead of a task per run).
+        self.loaders.seen([self.row])
+        await self.loaders.email.load_many({r.created_by_id for r in page if r.created_by_id})
         return RunConnection(
             stack_id=self.row.id,
             filter=run_filter,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,7 +10,7 @@ import strawberry
 from strawberry import Private
 
 from firstlume.api.graphql.enums import ChangeAction, StepStatus, VariableKind
-from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.plain import filled
@@ -20,6 +21,7 @@ from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import LogSlice, read_log
 from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import RunStep
+from firstlume.services.reads import Stack as StackRecord
 from firstlume.services.reads.changes import ChangeFilter, ChangePageKey, Cursor
 from firstlume.services.reads.runs import duration_ms, started_at, summary_of
 
@@ -290,19 +292,30 @@ class Run:
         self.log_length = run.log_length
         self.ended_by = run.ended_by
 
-    @strawberry.field
-    async def stack(self) -> Annotated[Stack, strawberry.lazy("firstlume.api.graphql.types.catalog")]:
+    # The next three answer at once when their value is known (most of a page of runs), and
+    # return an awaitable only when a read is still needed (loaders.known_or_awaited says why).
+    @strawberry.field(graphql_type=Annotated["Stack", strawberry.lazy("firstlume.api.graphql.types.catalog")])
+    def stack(self) -> Stack | Awaitable[Stack]:
         from firstlume.api.graphql.types.catalog import Stack
 
-        row = await self.loaders.stack.load(self.row.stack_id)
+        row = known_or_awaited(self.loaders.stack, self.row.stack_id)
+        if isinstance(row, StackRecord):
+            return Stack(row=row, loaders=self.loaders)
+        assert row is not None  # a run's stack exists as long as the run
+        return self._stack_when_read(row)
+
+    async def _stack_when_read(self, pending: Awaitable[StackRecord | None]) -> Stack:
+        from firstlume.api.graphql.types.catalog import Stack
+
+        row = await pending
         assert row is not None
         return Stack(row=row, loaders=self.loaders)
 
-    @strawberry.field
-    async def created_by(self) -> str | None:
-        """The person's email; for a run nobody started, what did: "git:<author email>", "schedule"."""
+    @strawberry.field(graphql_type=str | None)
+    def created_by(self) -> str | Awaitable[str | None] | None:
+        # The person's email; for a run nobody started, what did: "git:<author email>", "schedule".
         if self.row.created_by_id:
-            return await self.loaders.email.load(self.row.created_by_id)
+            return known_or_awaited(self.loaders.email, self.row.created_by_id)
         return self.row.trigger_actor
 
     @strawberry.field(description="When the first phase started; null while the run is queued.")
@@ -316,9 +329,13 @@ class Run:
     async def duration_ms(self) -> int | None:
         return duration_ms(started_at(await self.loaders.steps.load(self.row.id)), self.row.finished_at)
 
-    @strawberry.field(description="1 = starts next on its stack; null unless queued.")
-    async def queue_position(self) -> int | None:
-        return await self.loaders.queue_position.load(self.row)
+    @strawberry.field(
+        graphql_type=int | None, description="1 = starts next on its stack; null unless queued."
+    )
+    def queue_position(self) -> int | Awaitable[int | None] | None:
+        if self.row.status != RunStatus.QUEUED:
+            return None
+        return known_or_awaited(self.loaders.queue_position, self.row)
 
     @strawberry.field(description="For a queued run, the run that holds its stack's lock; else null.")
     async def blocked_by(self) -> Run | None:
