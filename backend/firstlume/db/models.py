@@ -309,7 +309,8 @@ CHANGES_FILLFACTOR = 70
 
 
 class ResourceChange(Base):
-    """One planned change, computed once from the plan, and its state during the apply."""
+    """One planned change, computed once from the plan, and its state during the apply. On
+    PostgreSQL its pages keep half their room for the state updates (migration 0013 says why)."""
 
     __tablename__ = "resource_changes"
     __table_args__ = (
