@@ -79,9 +79,13 @@ class ResourceShipper:
                 print(f"firstlume executor: resource states not shipped yet: {exc}", file=sys.stderr)
 
     async def _ship(self) -> None:
+        """Ships the states added before the call. What arrives meanwhile waits for the next
+        tick (or the final flush): shipping on while Terraform reports would send a request per
+        handful of resources, back to back, on the cores Terraform needs."""
         async with self._lock:
-            while self._pending:
-                batch = self._pending[: self._max_batch]
+            remaining = len(self._pending)
+            while remaining:
+                batch = self._pending[: min(self._max_batch, remaining)]
                 try:
                     await self._sink.report_resources(batch)
                 except Unauthorized:
@@ -90,4 +94,5 @@ class ResourceShipper:
                     # Resending the same batch would be refused again: drop it, fail the phase.
                     self._refused = self._refused or exc
                 del self._pending[: len(batch)]
+                remaining -= len(batch)
                 self.batches_sent += 1
