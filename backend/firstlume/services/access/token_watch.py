@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
@@ -47,18 +47,25 @@ class TokenWatch:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._callbacks: dict[asyncio.Event, Callable[[], None]] = {}
         self._task: asyncio.Task[None] | None = None
 
     @asynccontextmanager
-    async def watching(self, token_id: str) -> AsyncIterator[asyncio.Event]:
-        """An event set once `token_id` can no longer be used, while the block runs."""
+    async def watching(
+        self, token_id: str, on_revoked: Callable[[], None] | None = None
+    ) -> AsyncIterator[asyncio.Event]:
+        """An event set once `token_id` can no longer be used, while the block runs; `on_revoked`
+        is called then too, for a waiter that cannot race each of its awaits against the event."""
         revoked = asyncio.Event()
         self._watchers.setdefault(token_id, set()).add(revoked)
+        if on_revoked is not None:
+            self._callbacks[revoked] = on_revoked
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
         try:
             yield revoked
         finally:
+            self._callbacks.pop(revoked, None)
             waiting = self._watchers.get(token_id)
             if waiting is not None:
                 waiting.discard(revoked)
@@ -77,8 +84,11 @@ class TokenWatch:
                 log.warning("could not check the tokens of open subscriptions", exc_info=True)
                 continue
             for token_id in gone:
-                for revoked in self._watchers.get(token_id, ()):
+                for revoked in list(self._watchers.get(token_id, ())):
                     revoked.set()
+                    callback = self._callbacks.get(revoked)
+                    if callback is not None:
+                        callback()
 
     async def stop(self) -> None:
         if self._task is not None:
