@@ -35,6 +35,7 @@ from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
 from support.error_codes import acheck_error_codes
+from support.statements import StatementCounter
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEST_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, tests only
@@ -171,17 +172,31 @@ async def tenant(ctx: Context) -> Tenant:
 
 
 @pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The app in process (no scheduler), over httpx's ASGI transport."""
-    app: Starlette = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        # Every error code a test meets must be in docs/rest-api.md's table.
-        hooks = {"response": [acheck_error_codes]}
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", event_hooks=hooks
-        ) as http:
-            yield http
+async def app(settings: Settings) -> AsyncIterator[Starlette]:
+    """The app in process (no scheduler), its lifespan running."""
+    served: Starlette = create_app(settings)
+    async with served.router.lifespan_context(served):
+        yield served
+
+
+@pytest.fixture
+async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """`app` over httpx's ASGI transport."""
+    transport = httpx.ASGITransport(app=app)
+    # Every error code a test meets must be in docs/rest-api.md's table.
+    hooks = {"response": [acheck_error_codes]}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://testserver", event_hooks=hooks
+    ) as http:
+        yield http
+
+
+@pytest.fixture
+def app_statements(app: Starlette) -> Iterator[StatementCounter]:
+    """The statements `app` runs, on its engine and its GraphQL query thread's."""
+    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
+    yield counter
+    counter.close()
 
 
 def free_port() -> int:

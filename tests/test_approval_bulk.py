@@ -4,48 +4,21 @@ statements: no ORM object per change, whether the plan has 4 changes or 5,000.""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import insert, select, update
-from starlette.applications import Starlette
 
 from conftest import Tenant, make_stack
-from firstlume.app import create_app
 from firstlume.db.models import ResourceChange, Run, RunStep
 from firstlume.domain.runs import ResourceState, RunStatus, StepStatus
 from firstlume.services.context import Context
 from firstlume.services.transitions import change_status
-from firstlume.settings import Settings
 from support.runs import start
 from support.statements import StatementCounter
 
 O = "/api/v1/orgs/acme"
 PENDING = ResourceState.PENDING.value
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Starlette]:
-    served = create_app(settings)
-    async with served.router.lifespan_context(served):
-        yield served
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-def app_counter(app: Starlette) -> Iterator[StatementCounter]:
-    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
-    yield counter
-    counter.close()
 
 
 def change_row(run_id: str, i: int, action: str) -> dict[str, Any]:
@@ -87,16 +60,20 @@ async def states_of(ctx: Context, run_id: str) -> set[tuple[Any, ...]]:
 
 
 async def test_approving_5000_changes_costs_the_statements_of_approving_4(
-    http: httpx.AsyncClient, app_counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+    client: httpx.AsyncClient,
+    app_statements: StatementCounter,
+    ctx: Context,
+    tenant: Tenant,
+    database_url: str,
 ) -> None:
     small_run = await awaiting_run(ctx, tenant, "small", 4)
     big_run = await awaiting_run(ctx, tenant, "big", 5000)
     # The token's first use is recorded (last_used_at, at most once a minute): not the approval's cost.
-    assert (await http.get(f"{O}/stacks", headers=tenant.headers)).status_code == 200
+    assert (await client.get(f"{O}/stacks", headers=tenant.headers)).status_code == 200
     counts = []
     for run_id in (small_run, big_run):
-        with app_counter.counting() as statements:
-            response = await http.post(f"{O}/runs/{run_id}/approve", headers=tenant.headers, content="{}")
+        with app_statements.counting() as statements:
+            response = await client.post(f"{O}/runs/{run_id}/approve", headers=tenant.headers, content="{}")
         assert response.status_code == 200 and response.json()["status"] == "apply_queued", response.text
         assert (
             sum(
@@ -106,7 +83,7 @@ async def test_approving_5000_changes_costs_the_statements_of_approving_4(
             == 1
         )
         counts.append(len(statements))
-    assert counts[0] == counts[1] <= 20, app_counter.statements
+    assert counts[0] == counts[1] <= 20, app_statements.statements
     assert await states_of(ctx, big_run) == {
         (PENDING, ()),
         (PENDING, (("delete", PENDING), ("create", PENDING))),

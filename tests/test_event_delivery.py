@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from conftest import (
     start_live_server,
     stop_live_server,
 )
-from firstlume.app import create_app
 from firstlume.db.models import OutboxEvent, ResourceChange, Run, RunStep
 from firstlume.domain.runs import ResourceState, RunStatus, StepStatus
 from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
@@ -67,21 +66,6 @@ class Broker:
         pubsub.publish = publish  # type: ignore[method-assign]
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Starlette]:
-    served = create_app(settings)
-    async with served.router.lifespan_context(served):
-        yield served
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as client:
-        yield client
-
-
 async def awaiting_approval(ctx: Context, tenant: Tenant) -> tuple[str, str]:
     """(org id, run id) of a run awaiting approval with a few planned changes."""
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
@@ -115,17 +99,19 @@ async def awaiting_approval(ctx: Context, tenant: Tenant) -> tuple[str, str]:
 
 
 async def test_a_broker_outage_after_commit_answers_success_and_the_events_arrive_once_it_is_back(
-    app: Starlette, http: httpx.AsyncClient, ctx: Context, tenant: Tenant
+    app: Starlette, client: httpx.AsyncClient, ctx: Context, tenant: Tenant
 ) -> None:
     app_ctx: Context = app.state.ctx
     broker = Broker(app_ctx.pubsub)
     org_id, waiting = await awaiting_approval(ctx, tenant)
     async with app_ctx.pubsub.subscribe(org_runs_channel(org_id)) as heard:
         broker.is_down = True
-        started = await http.post(f"{O}/stacks/net/runs", headers=tenant.headers, content='{"type": "plan"}')
+        started = await client.post(
+            f"{O}/stacks/net/runs", headers=tenant.headers, content='{"type": "plan"}'
+        )
         assert started.status_code == 201, started.text
         # Approval also sends best-effort wake-ups (its step, its resources): they fail quietly.
-        approved = await http.post(f"{O}/runs/{waiting}/approve", headers=tenant.headers, content="{}")
+        approved = await client.post(f"{O}/runs/{waiting}/approve", headers=tenant.headers, content="{}")
         assert approved.status_code == 200, approved.text
         new_run = started.json()["id"]
 
@@ -137,7 +123,7 @@ async def test_a_broker_outage_after_commit_answers_success_and_the_events_arriv
 
         await eventually(tried_and_waiting, 30, "the relay's first, failed attempt")
         assert broker.refused >= 3  # the relay's attempt and the approval's two wake-ups
-        assert (await http.get(f"{O}/runs/{waiting}", headers=tenant.headers)).json()[
+        assert (await client.get(f"{O}/runs/{waiting}", headers=tenant.headers)).json()[
             "status"
         ] == "apply_queued"
         assert heard.pending() == []
@@ -261,19 +247,19 @@ async def test_a_served_control_plane_keeps_answering_and_publishing_when_postgr
         org_runs_channel(org_id), lambda *args: heard.put_nowait(json.loads(args[3]))
     )
     try:
-        async with httpx.AsyncClient(base_url=server.url, headers=tenant.headers, timeout=30) as http:
-            first = await http.post(f"{O}/stacks/net/runs", content='{"type": "plan"}')
+        async with httpx.AsyncClient(base_url=server.url, headers=tenant.headers, timeout=30) as client:
+            first = await client.post(f"{O}/stacks/net/runs", content='{"type": "plan"}')
             assert first.status_code == 201, first.text
             assert (await asyncio.wait_for(heard.get(), 30))["run_id"] == first.json()["id"]
 
             # Every connection of the server ends at once: its pool's and its event connection.
             assert await terminate(pg_database) >= 2
 
-            second = await http.post(f"{O}/stacks/net/runs", content='{"type": "apply"}')
+            second = await client.post(f"{O}/stacks/net/runs", content='{"type": "apply"}')
             assert second.status_code == 201, second.text
             event = await asyncio.wait_for(heard.get(), 30)
             assert (event["run_id"], event["status"]) == (second.json()["id"], "queued")
-            canceled = await http.post(f"{O}/runs/{second.json()['id']}/cancel")
+            canceled = await client.post(f"{O}/runs/{second.json()['id']}/cancel")
             assert canceled.status_code == 200, canceled.text
             event = await asyncio.wait_for(heard.get(), 30)
             assert (event["run_id"], event["status"]) == (second.json()["id"], "canceled")

@@ -5,80 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import httpx
-import pytest
-from sqlalchemy import event, insert, select, update
+from sqlalchemy import insert, select, update
 from starlette.applications import Starlette
 
 from conftest import Tenant, make_stack
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.schema import MAX_ALIASES, MAX_DEPTH, schema
-from firstlume.app import create_app
-from firstlume.db.engine import Database
 from firstlume.db.models import ResourceChange, Run, RunStep, Stack
 from firstlume.db.types import utcnow
 from firstlume.protocol.executor import LogBatch
 from firstlume.services import accounts, dispatch, execution
 from firstlume.services.context import Context
-from firstlume.settings import Settings
 from support.runs import start
+from support.statements import StatementCounter
 
 ORG = "acme"
 FINISHED_CYCLE = ["applied", "planned", "failed", "no_changes", "discarded", "canceled"]
-
-
-class StatementCounter:
-    def __init__(self, db: Database, *more: Database) -> None:
-        """Counts on every engine given: a served app's and its GraphQL query thread's."""
-        self.statements: list[str] = []
-        self._engines = [d.engine.sync_engine for d in (db, *more)]
-        self._recording = False
-        for engine in self._engines:
-            event.listen(engine, "before_cursor_execute", self._on_execute)
-
-    def _on_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if self._recording:
-            self.statements.append(statement)
-
-    @contextmanager
-    def counting(self) -> Iterator[list[str]]:
-        self.statements = []
-        self._recording = True
-        try:
-            yield self.statements
-        finally:
-            self._recording = False
-
-    def close(self) -> None:
-        for engine in self._engines:
-            event.remove(engine, "before_cursor_execute", self._on_execute)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Starlette]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-def counter(app: Starlette) -> Iterator[StatementCounter]:
-    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
-    yield counter
-    counter.close()
 
 
 async def seed_runs(ctx: Context, tenant: Tenant, slug: str, count: int) -> list[str]:
@@ -147,9 +93,9 @@ STACK_PAGE = """query($stack: String!, $after: String) { organization(slug: "acm
 } }"""
 
 
-async def count_query(http: httpx.AsyncClient, counter: StatementCounter, tenant: Tenant, query: str, **variables: Any) -> tuple[int, Any]:  # fmt: skip
-    with counter.counting() as statements:
-        response = await http.post(
+async def count_query(client: httpx.AsyncClient, app_statements: StatementCounter, tenant: Tenant, query: str, **variables: Any) -> tuple[int, Any]:  # fmt: skip
+    with app_statements.counting() as statements:
+        response = await client.post(
             "/graphql", json={"query": query, "variables": variables}, headers=tenant.headers
         )
     body = response.json()
@@ -158,15 +104,21 @@ async def count_query(http: httpx.AsyncClient, counter: StatementCounter, tenant
 
 
 async def test_a_stack_with_200_runs_costs_as_few_statements_as_one_with_5(
-    http: httpx.AsyncClient, counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+    client: httpx.AsyncClient,
+    app_statements: StatementCounter,
+    ctx: Context,
+    tenant: Tenant,
+    database_url: str,
 ) -> None:
     await seed_runs(ctx, tenant, "small", 5)
     await seed_runs(ctx, tenant, "big", 200)
 
-    small, small_data = await count_query(http, counter, tenant, STACK_PAGE, stack="small")
-    big, big_data = await count_query(http, counter, tenant, STACK_PAGE, stack="big")
+    small, small_data = await count_query(client, app_statements, tenant, STACK_PAGE, stack="small")
+    big, big_data = await count_query(client, app_statements, tenant, STACK_PAGE, stack="big")
     cursor = big_data["organization"]["stack"]["runs"]["pageInfo"]["endCursor"]
-    second, second_data = await count_query(http, counter, tenant, STACK_PAGE, stack="big", after=cursor)
+    second, second_data = await count_query(
+        client, app_statements, tenant, STACK_PAGE, stack="big", after=cursor
+    )
 
     runs = big_data["organization"]["stack"]["runs"]
     assert len(runs["nodes"]) == 100 and runs["totalCount"] == 200 and runs["pageInfo"]["hasNextPage"]
@@ -181,7 +133,7 @@ async def test_a_stack_with_200_runs_costs_as_few_statements_as_one_with_5(
     # The exact number moves by one or two with how loads fall into batches. The whole request
     # reads in one transaction (SQLite counts its BEGIN as a statement).
     bound = 20
-    assert max(small, big, second) <= bound, counter.statements
+    assert max(small, big, second) <= bound, app_statements.statements
     print(
         f"\n{database_url.split(':')[0]}: 5 runs {small}, 100 of 200 runs {big} and {second} SQL statements"
     )
@@ -234,12 +186,16 @@ async def run_with_changes(ctx: Context, tenant: Tenant, slug: str, count: int) 
 
 
 async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_with_4(
-    http: httpx.AsyncClient, counter: StatementCounter, ctx: Context, tenant: Tenant, database_url: str
+    client: httpx.AsyncClient,
+    app_statements: StatementCounter,
+    ctx: Context,
+    tenant: Tenant,
+    database_url: str,
 ) -> None:
     small_run = await run_with_changes(ctx, tenant, "small", 4)
     big_run = await run_with_changes(ctx, tenant, "big", 5000)
-    small, _ = await count_query(http, counter, tenant, RUN_CHANGES, id=small_run)
-    big, big_data = await count_query(http, counter, tenant, RUN_CHANGES, id=big_run)
+    small, _ = await count_query(client, app_statements, tenant, RUN_CHANGES, id=small_run)
+    big, big_data = await count_query(client, app_statements, tenant, RUN_CHANGES, id=big_run)
     changes = big_data["organization"]["run"]["changes"]
     assert [(g["action"], g["count"], g["total"]) for g in changes["groups"]] == [
         ("DELETE", 1250, 1250),
@@ -255,12 +211,14 @@ async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_
     assert [len(g["changes"]) for g in changes["groups"]] == [100, 0, 0, 0]
     assert changes["pageInfo"]["hasNextPage"]
     after = changes["pageInfo"]["endCursor"]
-    second, second_data = await count_query(http, counter, tenant, RUN_CHANGES, id=big_run, after=after)
+    second, second_data = await count_query(
+        client, app_statements, tenant, RUN_CHANGES, id=big_run, after=after
+    )
     assert [c["address"] for c in second_data["organization"]["run"]["changes"]["nodes"]] == [
         f"terraform_data.r{i}" for i in range(402, 800, 4)
     ]
     replaced, replaced_data = await count_query(
-        http, counter, tenant, RUN_CHANGES, id=big_run, action="REPLACE"
+        client, app_statements, tenant, RUN_CHANGES, id=big_run, action="REPLACE"
     )
     replacements = replaced_data["organization"]["run"]["changes"]
     assert replacements["totalCount"] == 1250 and replacements["counts"]["delete"] == 0
@@ -273,7 +231,7 @@ async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_
     # every change was sent, because the counts no longer come from the rows sent. SQLite adds
     # the BEGIN of the request's one read transaction.
     bound = 9 if database_url.startswith("sqlite") else 8
-    assert max(small, big, second, replaced) <= bound, counter.statements
+    assert max(small, big, second, replaced) <= bound, app_statements.statements
     print(
         f"\n{database_url.split(':')[0]}: a page of a run with 4 changes {small}, with 5000 changes {big}, "
         f"{second} and {replaced} SQL statements"
@@ -281,7 +239,7 @@ async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_
 
 
 async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscribers(
-    app: Starlette, counter: StatementCounter, ctx: Context, tenant: Tenant
+    app: Starlette, app_statements: StatementCounter, ctx: Context, tenant: Tenant
 ) -> None:
     """The process reads each new chunk once and hands it to all of its subscribers: the reads of
     the log per event do not grow with the log, nor with the subscribers."""
@@ -315,46 +273,46 @@ async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscr
 
     per_event = []
     for i in range(3):
-        with counter.counting() as statements:
+        with app_statements.counting() as statements:
             await append(f"new line {i}\n")
             results = [await asyncio.wait_for(anext(s), 10) for s in subscriptions]
         assert {r.data["runLog"]["text"] for r in results} == {f"new line {i}\n"}  # type: ignore[index]
         per_event.append(len([s for s in statements if "FROM log_chunks" in s]))
     for subscription in subscriptions:
         await subscription.aclose()  # type: ignore[attr-defined]
-    assert per_event == [1, 1, 1], counter.statements
+    assert per_event == [1, 1, 1], app_statements.statements
 
 
 # Depth and breadth ----------------------------------------------------------------------------
 
 
-async def test_queries_deeper_than_the_limit_are_refused(http: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_queries_deeper_than_the_limit_are_refused(client: httpx.AsyncClient, tenant: Tenant) -> None:
     nested = "path"
     for _ in range(MAX_DEPTH):
         nested = f"parent {{ {nested} }}"
     too_deep = f'{{ organization(slug: "acme") {{ folder(path: "x") {{ {nested} }} }} }}'
-    body = (await http.post("/graphql", json={"query": too_deep}, headers=tenant.headers)).json()
+    body = (await client.post("/graphql", json={"query": too_deep}, headers=tenant.headers)).json()
     assert body["data"] is None
     assert "exceeds maximum operation depth" in body["errors"][0]["message"]
 
     cycle = '{ organization(slug: "acme") { stacks { runs { nodes { stack { runs { nodes { stack { runs { nodes { stack { runs { nodes { id } } } } } } } } } } } } } }'
-    body = (await http.post("/graphql", json={"query": cycle}, headers=tenant.headers)).json()
+    body = (await client.post("/graphql", json={"query": cycle}, headers=tenant.headers)).json()
     assert body["data"] is None and "exceeds maximum operation depth" in body["errors"][0]["message"]
 
 
-async def test_too_many_aliases_are_refused(http: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_too_many_aliases_are_refused(client: httpx.AsyncClient, tenant: Tenant) -> None:
     fields = " ".join(
         f'o{i}: organization(slug: "acme") {{ activeRuns {{ id }} }}' for i in range(MAX_ALIASES + 1)
     )
-    body = (await http.post("/graphql", json={"query": f"{{ {fields} }}"}, headers=tenant.headers)).json()
+    body = (await client.post("/graphql", json={"query": f"{{ {fields} }}"}, headers=tenant.headers)).json()
     assert body["data"] is None
     assert "aliases" in body["errors"][0]["message"].lower()
 
 
-async def test_introspection_still_works_within_the_limits(http: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_introspection_still_works_within_the_limits(client: httpx.AsyncClient, tenant: Tenant) -> None:
     from graphql import get_introspection_query
 
     body = (
-        await http.post("/graphql", json={"query": get_introspection_query()}, headers=tenant.headers)
+        await client.post("/graphql", json={"query": get_introspection_query()}, headers=tenant.headers)
     ).json()
     assert not body.get("errors") and body["data"]["__schema"]["queryType"]["name"] == "Query"

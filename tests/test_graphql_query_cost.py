@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from graphql import OperationDefinitionNode, parse
 from sqlalchemy import event
 from starlette.applications import Starlette
@@ -20,9 +18,7 @@ from starlette.applications import Starlette
 from conftest import LiveServer, Tenant
 from firstlume.api.graphql.cost import MAX_COST, estimate
 from firstlume.api.graphql.schema import MAX_ALIASES, schema
-from firstlume.app import create_app
 from firstlume.services.context import Context
-from firstlume.settings import Settings
 from test_graphql_cost import seed_runs
 
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend" / "src" / "graphql"
@@ -79,13 +75,6 @@ def test_the_estimate_grows_with_list_sizes_and_depth() -> None:
     assert cost_of(NESTED) > 100**3 >= MAX_COST
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Starlette]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
 async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Context, tenant: Tenant) -> None:
     await seed_runs(ctx, tenant, "big", 5)
     statements: list[str] = []
@@ -97,10 +86,10 @@ async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Con
     for engine in engines:
         event.listen(engine, "before_cursor_execute", record)
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
-            response = await http.post("/graphql", json={"query": NESTED}, headers=tenant.headers)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="client://t") as client:
+            response = await client.post("/graphql", json={"query": NESTED}, headers=tenant.headers)
             refused = [s for s in statements if "runs" in s.lower()]
-            by_variable = await http.post(
+            by_variable = await client.post(
                 "/graphql",
                 json={
                     "query": NESTED.replace("first: 100", "first: $n").replace(
@@ -110,7 +99,7 @@ async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Con
                 },
                 headers=tenant.headers,
             )
-            small = await http.post(
+            small = await client.post(
                 "/graphql",
                 json={
                     "query": NESTED.replace("first: 100", "first: $n").replace(
@@ -152,13 +141,13 @@ async def test_healthz_answers_within_200ms_while_the_most_expensive_allowed_que
 
     worker = threading.Thread(target=expensive)
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        await http.get("/healthz")  # a connection of its own, opened before the query starts
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+        await client.get("/healthz")  # a connection of its own, opened before the query starts
         worker.start()
         while worker.is_alive():
             started = time.monotonic()
             try:
-                await http.get("/healthz")
+                await client.get("/healthz")
             finally:
                 latencies.append(time.monotonic() - started)
                 assert latencies[-1] < 0.2, latencies

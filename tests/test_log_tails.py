@@ -15,22 +15,13 @@ import pytest
 from starlette.applications import Starlette
 
 from conftest import Tenant, make_stack
-from firstlume.app import create_app
 from firstlume.services import dispatch, logs
 from firstlume.services.context import Context
 from firstlume.services.logs import LogSlice, follow_log
-from firstlume.settings import Settings
 from support.executor_api import ExecutorReports
 from support.runs import start
 
 PLAN_JSON: dict[str, Any] = {"format_version": "1.2", "resource_changes": []}
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[Starlette]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
 
 
 @pytest.fixture
@@ -43,7 +34,7 @@ async def executor(
     run_id = await start(ctx, tenant.token, "acme", "net", "plan")
     [launch] = await dispatch.claim_plans(ctx)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        transport=httpx.ASGITransport(app=app), base_url="client://testserver"
     ) as client:
         yield run_id, ExecutorReports(client, launch.token)
 
