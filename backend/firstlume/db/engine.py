@@ -43,9 +43,9 @@ def _prepare_sqlite_file(url: str) -> None:
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
-    # JSON columns (a plan's changes: 60,000 attributes) written and read by orjson.
+    # JSON columns (a plan's changes: 60,000 attributes) written by orjson. Read by `json`:
+    # orjson reads an integer beyond 64 bits as a float, which would change a stored value.
     kwargs.setdefault("json_serializer", json_output.dumps_text)
-    kwargs.setdefault("json_deserializer", json_output.loads_stored)
     if url.startswith("sqlite"):
         _prepare_sqlite_file(url)
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)

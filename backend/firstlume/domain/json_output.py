@@ -22,12 +22,3 @@ def dumps(value: Any) -> bytes:
 
 def dumps_text(value: Any) -> str:
     return dumps(value).decode()
-
-
-def loads_stored(text: str | bytes) -> Any:
-    """JSON that Firstlume stored itself (a column's value), read by orjson; what it refuses (an
-    integer beyond 64 bits, which `dumps` let through to `json.dumps`) by `json.loads`."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)

@@ -1,0 +1,81 @@
+"""The JSON read from requests and written in responses: the depth limit read from the text
+(domain/json_input.py) agrees with a walk of the parsed value, whatever the strings hold; and
+orjson's output (domain/json_output.py) is the same JSON as `json.dumps`, including what orjson
+itself refuses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from firstlume.domain import json_input, json_output
+from firstlume.domain.json_input import MAX_JSON_DEPTH, JsonRefused, text_depth_exceeds
+
+# Strings full of what the text reading must see past: brackets, quotes and backslashes.
+TRICKY_TEXT = st.text(alphabet='[]{}"\\/ab\n\u00e9\u20ac', max_size=8)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY_TEXT, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+def walked_depth_exceeds(value: Any, limit: int) -> bool:
+    """The reference: how deep lists and objects nest, read from the parsed value."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+@hypothesis_settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES, limit=st.integers(min_value=0, max_value=6), ascii_only=st.booleans())
+def test_the_depth_read_from_the_text_is_the_depth_of_the_value(
+    value: Any, limit: int, ascii_only: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert text_depth_exceeds(text, limit) == walked_depth_exceeds(value, limit)
+
+
+def nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def test_the_limit_is_64_levels_and_brackets_in_strings_do_not_count() -> None:
+    assert json_input.loads(nested(MAX_JSON_DEPTH)) is not None
+    with pytest.raises(JsonRefused, match=f"nested more than {MAX_JSON_DEPTH} levels deep"):
+        json_input.loads(nested(MAX_JSON_DEPTH + 1))
+    # A string of brackets, after an escaped quote and an escaped backslash, is text.
+    text = json.dumps({"a": ['\\"' + nested(200), "\\", "[[[" * 40]})
+    assert json_input.loads(text)["a"][2] == "[[[" * 40
+    assert json_input.loads(text.encode()) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"plain": [1, 2.5, True, None, "text", "é€ 😀"], "nested": {"a": {"b": []}}},
+        {"huge": 123456789012345678901234567890},  # beyond 64 bits: orjson refuses it
+        {1: "an integer key", "2": "a string key"},  # orjson refuses keys that are not strings
+    ],
+)
+def test_encoded_json_reads_back_as_json_dumps_writes_it(value: Any) -> None:
+    encoded = json_output.dumps(value)
+    assert isinstance(encoded, bytes)
+    assert json.loads(encoded) == json.loads(json.dumps(value))
+    assert json.loads(json_output.dumps_text(value)) == json.loads(json.dumps(value))
