@@ -83,28 +83,33 @@ def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveSe
     stop_live_server(served)
 
 
-async def upload_plan(ctx: Context, server: LiveServer) -> None:
+async def upload_plan(ctx: Context, server: LiveServer, plan_json: dict[str, Any]) -> None:
     [launch] = await dispatch.claim_plans(ctx)
     executor = ExecutorReports.served(server.url, launch.token)
     try:
         await executor.step("plan", "running")
-        await executor.plan(PLAN_JSON)
+        await executor.plan(plan_json)
         await executor.step("plan", "done")
         assert await executor.finish() == "planned"
     finally:
         await executor.close()
 
 
-@pytest.fixture
-def planned(server: LiveServer, api: Api, ctx: Context) -> str:
-    # Written before the browser starts: Playwright's sync API and asyncio.run cannot share a thread.
+def planned_run(server: LiveServer, api: Api, ctx: Context, slug: str, plan_json: dict[str, Any]) -> str:
+    """A plan run of a new stack `slug`, planned with `plan_json`. Written before the browser
+    starts: Playwright's sync API and asyncio.run cannot share a thread."""
     created = api.http.post(
-        f"{api.o}/stacks", content=json.dumps({"slug": "db", "repository": "file:///repo"})
+        f"{api.o}/stacks", content=json.dumps({"slug": slug, "repository": "file:///repo"})
     )
     assert created.status_code == 201, created.text
-    run_id = api.start("db", "plan")
-    asyncio.run(upload_plan(ctx, server))
+    run_id = api.start(slug, "plan")
+    asyncio.run(upload_plan(ctx, server, plan_json))
     return run_id
+
+
+@pytest.fixture
+def planned(server: LiveServer, api: Api, ctx: Context) -> str:
+    return planned_run(server, api, ctx, "db", PLAN_JSON)
 
 
 def test_a_changed_secret_says_so_and_no_sensitive_value_reaches_the_browser(
@@ -181,27 +186,9 @@ def big_plan(deletions: int, creations: int) -> dict[str, Any]:
     }
 
 
-async def upload_big_plan(ctx: Context, server: LiveServer) -> None:
-    [launch] = await dispatch.claim_plans(ctx)
-    executor = ExecutorReports.served(server.url, launch.token)
-    try:
-        await executor.step("plan", "running")
-        await executor.plan(big_plan(400, 9_600))
-        await executor.step("plan", "done")
-        assert await executor.finish() == "planned"
-    finally:
-        await executor.close()
-
-
 @pytest.fixture
 def big(server: LiveServer, api: Api, ctx: Context) -> str:
-    created = api.http.post(
-        f"{api.o}/stacks", content=json.dumps({"slug": "big", "repository": "file:///repo"})
-    )
-    assert created.status_code == 201, created.text
-    run_id = api.start("big", "plan")
-    asyncio.run(upload_big_plan(ctx, server))
-    return run_id
+    return planned_run(server, api, ctx, "big", big_plan(400, 9_600))
 
 
 def test_a_plan_of_10000_changes_is_read_a_page_at_a_time_from_the_server(
