@@ -370,13 +370,7 @@ class _Scrubber:
             return {k: self.plain(v) for k, v in value.items()}
         if kind is list:
             return [self.plain(v) for v in value]
-        if kind is str:  # leaf(), inline: a plan has hundreds of thousands of strings
-            if value and (value in self.secrets or (self.pattern is not None and self.pattern.search(value))):
-                return SENSITIVE
-            return value
-        if kind is int or kind is float:
-            return SENSITIVE if value in self.secrets else value
-        return value
+        return self.leaf(value)
 
     def mask(self, value: Any, sens: Any, unknown: Any) -> Any:
         if sens is None and unknown is None:

@@ -67,7 +67,7 @@ _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 def text_depth_exceeds(text: bytes, limit: int) -> bool:
     """Whether the brackets of valid JSON `text` nest deeper than `limit`, read from the text
-    at C speed (30 ms for a 16 MB plan; walking the parsed value in Python took 200 ms). Escapes are
+    at C speed (85 ms for a 16 MB plan; walking the parsed value in Python took 200 ms). Escapes are
     dropped first (an escaped backslash, then an escaped quote), then everything but brackets
     and quotes, then what lies between quotes: the brackets of strings do not count."""
     if text.count(b"[") + text.count(b"{") <= limit:
