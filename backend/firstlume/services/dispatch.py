@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Integer, Select, Table, and_, bindparam, exists, func, insert, or_, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 
 from firstlume.crypto import hash_token, new_token
@@ -120,14 +121,23 @@ async def _claim_batch(
 async def _claim(
     ctx: Context, candidates: Select[str], limit: int, expected: RunStatus, target: RunStatus
 ) -> list[PhaseLaunch]:
-    async with ctx.unit() as unit:
-        run_ids = list(await unit.session.scalars(candidates, {"limit": limit}))
-        try:
-            return await _claim_batch(ctx, unit, run_ids, expected, target)
-        except StackLocked:
-            # A stack got a lock holder after the candidates were read (another path into a
-            # lock status): claim them one by one, so the others still start now.
-            pass
+    claimed: list[PhaseLaunch] = []
+    locked = False
+    try:
+        async with ctx.unit() as unit:
+            run_ids = list(await unit.session.scalars(candidates, {"limit": limit}))
+            try:
+                claimed = await _claim_batch(ctx, unit, run_ids, expected, target)
+            except StackLocked:
+                # A stack got a lock holder after the candidates were read (another path into a
+                # lock status): claim them one by one, so the others still start now.
+                locked = True
+    except DBAPIError:
+        if not claimed:
+            raise
+        return await _committed(ctx, claimed)
+    if not locked:
+        return claimed
     launches = []
     for run_id in run_ids:
         try:
@@ -136,6 +146,18 @@ async def _claim(
         except (StackLocked, StatusChanged):
             continue
     return launches
+
+
+async def _committed(ctx: Context, claimed: list[PhaseLaunch]) -> list[PhaseLaunch]:
+    """The claims that committed, when the connection ended with their COMMIT in flight: the
+    server may have committed it or not, and its phase tokens say which. Launched, a committed
+    claim runs; dropped, its runs would sit in their running status until the heartbeat timeout."""
+    by_hash = {hash_token(launch.token): launch for launch in claimed}
+    async with ctx.db.read() as session:
+        stored = set(
+            await session.scalars(select(PhaseToken.token_hash).where(PhaseToken.token_hash.in_(by_hash)))
+        )
+    return [launch for token_hash, launch in by_hash.items() if token_hash in stored]
 
 
 async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
