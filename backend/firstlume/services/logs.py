@@ -34,6 +34,9 @@ SAFETY_POLL_SECONDS = 15.0
 PAGE_CHUNKS = 5000
 # Chunks a live reader may have waiting before it is left to catch up from the database.
 READER_BUFFER = 2000
+# Slices a tail keeps for its readers (see _RunTail.slice_for): readers at the same place ask
+# for theirs within a few loop turns of each other, and readers at many places are rare.
+KEPT_SLICES = 64
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
 FINISHED_STEP_VALUES = frozenset(s.value for s in FINISHED_STEP_STATUSES)
@@ -185,6 +188,7 @@ class _RunTail:
         self.run_ended = False
         self.ended_steps: set[str] = set()
         self.ready = asyncio.Event()
+        self.slices: dict[tuple[str | None, int, int, int], LogSlice] = {}
         self.failure: BaseException | None = None
         self.task = asyncio.create_task(self._pump(), name=f"log tail {run_id}")
 
@@ -194,6 +198,19 @@ class _RunTail:
         the stored log up to the tail's position is in that read."""
         reader.behind = True
         self.readers.add(reader)
+
+    def slice_for(self, reader: _Reader) -> LogSlice:
+        """The text of the reader's pending chunks from its offset: one object for every reader
+        at the same place, so that what its subscribers make of it is made once
+        (api/graphql/shared_events.py). The log only grows, and the tail hands the same chunks
+        to every reader in the same order, so the place names the text."""
+        key = (reader.step, reader.offset, reader.pending[-1].end, len(reader.pending))
+        part = self.slices.get(key)
+        if part is None:
+            if len(self.slices) >= KEPT_SLICES:
+                self.slices.clear()
+            part = self.slices[key] = slice_of(list(reader.pending), reader.offset)
+        return part
 
     def has_ended_for(self, reader: _Reader) -> bool:
         return self.run_ended or (reader.step is not None and reader.step in self.ended_steps)
@@ -317,7 +334,7 @@ class LogTails:
                         yield part
                     continue
                 if reader.pending:
-                    part = slice_of(list(reader.pending), reader.offset)
+                    part = tail.slice_for(reader)
                     reader.pending.clear()
                     if part.text:
                         reader.offset = part.next_offset
