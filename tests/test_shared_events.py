@@ -37,9 +37,7 @@ def event(executor: SharedEventExecutor, payload: object) -> ExecutionResult:
 
 def test_subscribers_of_one_operation_share_each_chunks_result_whatever_their_offsets() -> None:
     first_line = shared_chunk(LogSlice("Cloning\n", 8, ((0, AT),)))
-    viewers = [
-        subscriber(RUN_LOG, {"org": "acme", "id": "r1", "from": offset}) for offset in (0, 0, 3, 8)
-    ]
+    viewers = [subscriber(RUN_LOG, {"org": "acme", "id": "r1", "from": offset}) for offset in (0, 0, 3, 8)]
     results = [event(viewer, first_line) for viewer in viewers]
     assert results[0].data == {"runLog": {"text": "Cloning\n", "nextOffset": 8}}
     assert not results[0].errors
