@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,16 @@ class Broker:
                 raise PublishFailed("The broker is down (test).")
             await real(channel, event)
 
+        real_many = pubsub.publish_many
+
+        async def publish_many(events: Sequence[tuple[str, Event]]) -> None:
+            if self.is_down:
+                self.refused += len(events)
+                raise PublishFailed("The broker is down (test).")
+            await real_many(events)
+
         pubsub.publish = publish  # type: ignore[method-assign]
+        pubsub.publish_many = publish_many  # type: ignore[method-assign]
 
 
 async def awaiting_approval(ctx: Context, tenant: Tenant) -> tuple[str, str]:
@@ -211,6 +220,27 @@ async def test_live_events_flow_again_after_postgresql_ends_the_event_connection
     finally:
         await listener.disconnect()
         await publisher.disconnect()
+
+
+async def test_events_sent_in_one_round_trip_arrive_in_order_on_each_of_their_channels(
+    pg_database: str,
+) -> None:
+    """The outbox relay sends a pass's events with publish_many: one statement on PostgreSQL."""
+    listener, publisher = PubSub(pg_pubsub_url(pg_database)), PubSub(pg_pubsub_url(pg_database))
+    await listener.connect()
+    await publisher.connect()
+    events = [LogAppended(run_id="r1", step="plan", offset=i, end=i + 1) for i in range(50)]
+    try:
+        async with listener.subscribe("run_r1") as run, listener.subscribe("org_o1") as org:
+            await publisher.publish_many([(channel, e) for e in events for channel in ("run_r1", "org_o1")])
+            assert [await run.next(seconds=10) for _ in events] == events
+            assert [await org.next(seconds=10) for _ in events] == events
+            assert run.pending() == org.pending() == []
+    finally:
+        await listener.disconnect()
+        await publisher.disconnect()
+    with pytest.raises(PublishFailed):
+        await publisher.publish_many([("run_r1", events[0])])
 
 
 async def test_a_served_control_plane_keeps_answering_and_publishing_when_postgresql_ends_its_connections(

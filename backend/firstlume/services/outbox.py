@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
@@ -137,57 +138,62 @@ class OutboxRelay:
                 return total
 
     async def _pass(self) -> tuple[int, bool]:
+        """One batch: the due rows are marked published and returned by one UPDATE (which also
+        locks them against other relays), their events are sent in one round trip, and the
+        transaction commits. If sending fails, the same transaction puts the rows back, due
+        again after a backoff."""
         async with self.db.transaction() as session:
             now = utcnow()
-            query = (
-                select(OutboxEvent)
+            due = (
+                select(OutboxEvent.id)
                 .where(OutboxEvent.published_at.is_(None), OutboxEvent.available_at <= now)
                 .order_by(OutboxEvent.id)
                 .limit(self.batch)
             )
             if not self.db.is_sqlite:
-                query = query.with_for_update(skip_locked=True)
-            rows = list(await session.scalars(query))
-            done: list[int] = []
-            failure: PublishFailed | None = None
-            for index, row in enumerate(rows):
+                due = due.with_for_update(skip_locked=True)
+            claimed = await session.execute(
+                update(OutboxEvent)
+                .where(OutboxEvent.id.in_(due))
+                .values(published_at=now)
+                .returning(OutboxEvent.id, OutboxEvent.kind, OutboxEvent.channels, OutboxEvent.payload)
+                .execution_options(synchronize_session=False)
+            )
+            rows = sorted(claimed.all(), key=lambda row: row.id)  # RETURNING keeps no order
+            messages: list[tuple[str, Event]] = []
+            for row in rows:
                 try:
-                    await self._publish(row)
-                except PublishFailed as error:
-                    failure = error
-                    # Later rows wait too, so that a run's events keep their order.
-                    self._retry_later(rows[index:], str(error), now)
-                    break
-                done.append(row.id)
-            if done:
-                await session.execute(
-                    update(OutboxEvent)
-                    .where(OutboxEvent.id.in_(done))
-                    .values(published_at=now)
-                    .execution_options(synchronize_session=False)
-                )
-        if failure is not None:
-            log.warning("outbox events wait for the broker: %s", failure)
-        return len(done), failure is None and len(rows) == self.batch
+                    event = event_from(row.payload)
+                except ValidationError:
+                    # Written by a newer or broken version: publishing it can never work, and
+                    # retrying it forever would hold back every later event.
+                    log.error("outbox event %s is not a valid %s event; skipped", row.id, row.kind)
+                    continue
+                messages.extend((channel, event) for channel in row.channels)
+            try:
+                if messages:
+                    await self.pubsub.publish_many(messages)
+            except PublishFailed as error:
+                await self._retry_later(session, [row.id for row in rows], str(error), now)
+                log.warning("outbox events wait for the broker: %s", error)
+                return 0, False
+        return len(rows), len(rows) == self.batch
 
-    async def _publish(self, row: OutboxEvent) -> None:
-        try:
-            event = event_from(row.payload)
-        except ValidationError:
-            # Written by a newer or broken version: publishing it can never work, and retrying
-            # it forever would hold back every later event.
-            log.error("outbox event %s is not a valid %s event; skipped", row.id, row.kind)
-            return
-        for channel in row.channels:
-            await self.pubsub.publish(channel, event)
-
-    def _retry_later(self, rows: list[OutboxEvent], error: str, now: datetime) -> None:
-        # One delay for all, the failed row's, so that the later rows do not overtake it.
-        delay = backoff(rows[0].attempts + 1, first=self.first_backoff, longest=self.longest_backoff)
-        for row in rows:
-            row.attempts += 1
-            row.last_error = error[:1000]
-            row.available_at = now + timedelta(seconds=delay)
+    async def _retry_later(self, session: AsyncSession, ids: list[int], error: str, now: datetime) -> None:
+        # One delay for all, the oldest row's, so that the later rows do not overtake it.
+        attempts = await session.scalar(select(OutboxEvent.attempts).where(OutboxEvent.id == ids[0]))
+        delay = backoff((attempts or 0) + 1, first=self.first_backoff, longest=self.longest_backoff)
+        await session.execute(
+            update(OutboxEvent)
+            .where(OutboxEvent.id.in_(ids))
+            .values(
+                published_at=None,
+                attempts=OutboxEvent.attempts + 1,
+                last_error=error[:1000],
+                available_at=now + timedelta(seconds=delay),
+            )
+            .execution_options(synchronize_session=False)
+        )
 
     async def delete_old(self) -> None:
         async with self.db.transaction() as session:

@@ -36,7 +36,11 @@ async def start_run(request: Request) -> Response:
         stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
         run = await runs.start_run(unit, actor, stack, command(StartRun, body))
         [details] = await run_reads.details(
-            unit.session, [run], slugs={stack.id: stack.slug}, known_emails={actor.user_id: actor.email}
+            unit.session,
+            [run],
+            slugs={stack.id: stack.slug},
+            known_emails={actor.user_id: actor.email},
+            just_queued=True,
         )
     return JSONResponse(run_json(details), status_code=201)
 

@@ -221,9 +221,11 @@ async def details(
     *,
     slugs: dict[str, str] | None = None,
     known_emails: dict[str, str] | None = None,
+    just_queued: bool = False,
 ) -> list[RunDetails]:
     """RunDetails of runs already read, in their order: what is not known already is read in one
-    statement per kind (stack slugs, emails, steps, queue positions)."""
+    statement per kind (stack slugs, emails, steps, queue positions). Runs `just_queued` have no
+    steps yet: none are read."""
     if not runs:
         return []
     slugs = dict(slugs or {})
@@ -240,7 +242,7 @@ async def details(
         people.update(
             (u, e) for u, e in zip(missing_people, await emails(session, missing_people), strict=True) if e
         )
-    steps = await steps_of(session, [r.id for r in runs])
+    steps = [[] for _ in runs] if just_queued else await steps_of(session, [r.id for r in runs])
     positions = await queue_positions(session, runs)
     return [
         RunDetails(
