@@ -259,25 +259,28 @@ async def details(
 
 # Built once: aliases made per call would cost SQLAlchemy an adaptation of every column each time.
 _creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
+# The run's steps come in the same statement, one row each (a run has a handful).
 _DETAILS = (
-    select(Run, Stack.slug, _creator.email, _approver.email, case((Run.status == QUEUED, _AHEAD)))
+    select(Run, Stack.slug, _creator.email, _approver.email, case((Run.status == QUEUED, _AHEAD)), RunStep)
     .join(Stack, Stack.id == Run.stack_id)
     .outerjoin(_creator, _creator.id == Run.created_by_id)
     .outerjoin(_approver, _approver.id == Run.approved_by_id)
+    .outerjoin(RunStep, RunStep.run_id == Run.id)
     .where(Run.id == bindparam("run_id"), Run.org_id == bindparam("org_id"))
+    .order_by(RunStep.position)
 )
 
 
 async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> RunDetails | None:
-    """One run with its stack's slug, people's emails and queue position read in one statement,
-    its steps in another: a GET of a run."""
+    """One run with its stack's slug, people's emails, queue position and steps, read in one
+    statement: a GET of a run."""
     if not isinstance(run_id, str) or len(run_id) > 64:
         return None
-    row = (await session.execute(_DETAILS, {"run_id": run_id, "org_id": org_id})).first()
-    if row is None:
+    rows = (await session.execute(_DETAILS, {"run_id": run_id, "org_id": org_id})).all()
+    if not rows:
         return None
-    run, slug, created_by, approved_by, position = row
-    [steps] = await steps_of(session, [run.id])
+    run, slug, created_by, approved_by, position, _ = rows[0]
+    steps = [row[5] for row in rows if row[5] is not None]
     return RunDetails(
         run=run,
         stack_slug=slug,
