@@ -118,6 +118,7 @@ async def record(
         via=origin.via.value,
         request_id=origin.request_id,
     )
+    # Inserted with the change's next flush or its commit: a flush of its own cost every change
+    # a round of the unit of work.
     session.add(entry)
-    await session.flush()
     return entry

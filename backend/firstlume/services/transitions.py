@@ -57,8 +57,8 @@ async def change_status(
     )
     effects = effects_of(current, target)
     await _carry_out(unit, run, effects)
-    await unit.session.flush()
     if current is not None:
+        await unit.session.flush()
         await unit.session.refresh(run)
     channels = [run_channel(run.id), org_runs_channel(run.org_id)]
     if effects.wakes_scheduler:
