@@ -107,6 +107,34 @@ def print_timeline(run: dict[str, object]) -> None:
     print(f"         {'applied':<10} {finished:7.2f} s")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time used so far by `pid` and every live process below it (Linux /proc)."""
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue  # it ended meanwhile
+    return total
+
+
+def settle(pid: int, window: float = 0.1, busy: float = 0.01, quiet: int = 5, longest: float = 10.0) -> None:
+    """Waits until the control plane and its children have been quiet (under `busy` CPU seconds
+    in each `window`) for `quiet` windows in a row: what one measurement leaves behind (an
+    executor exiting, then spare executors starting) must not land on the next, ours or the floor's."""
+    deadline = time.monotonic() + longest
+    used, calm = _cpu_seconds(pid), 0
+    while calm < quiet and time.monotonic() < deadline:
+        time.sleep(window)
+        now = _cpu_seconds(pid)
+        calm = calm + 1 if now - used < busy else 0
+        used = now
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -266,7 +294,9 @@ def main(dialect: str, sizes: list[int]) -> None:
             # Alternated and repeated: the machine's load moves both sides alike; medians.
             raws, serveds = [], []
             for _ in range(REPEAT):
+                settle(plane.process.pid)
                 raws.append(floor(root, resources))
+                settle(plane.process.pid)
                 serveds.append(plane.apply(resources))
             raw, served = statistics.median(raws), statistics.median(serveds)
             print(
