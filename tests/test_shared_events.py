@@ -13,7 +13,8 @@ from graphql import ExecutionResult, parse
 
 from firstlume.api.graphql.schema import schema
 from firstlume.api.graphql.shared_events import SharedEventExecutor, shared_chunk
-from firstlume.services.logs import LogSlice
+from firstlume.api.graphql.types.runs import LogChunk
+from firstlume.services.logs import SHARED_SLICE_CHARS, LogSlice
 
 RUN_LOG = """subscription($org: String!, $id: ID!, $from: Int!) {
   runLog(org: $org, runId: $id, fromOffset: $from) { text nextOffset } }"""
@@ -73,7 +74,16 @@ def test_payloads_of_other_types_and_results_with_errors_are_never_shared() -> N
 
     # A chunk whose field cannot be served (text must not be null) gives an error, and the next
     # subscriber's execution meets the error itself.
-    broken = shared_chunk(LogSlice(None, 1))  # type: ignore[arg-type]
+    broken = LogChunk(text=None, next_offset=1)  # type: ignore[arg-type]
     failed = [event(viewer, broken) for viewer in viewers]
     assert all(result.errors for result in failed)
     assert failed[0] is not failed[1]
+
+
+def test_a_long_slice_is_its_readers_alone_and_is_not_kept() -> None:
+    """A page of stored log that a reader catches up with can be megabytes: keeping hundreds of
+    those would hold as many megabytes for nothing."""
+    text = "x" * (SHARED_SLICE_CHARS + 1)
+    assert shared_chunk(LogSlice(text, len(text))) is not shared_chunk(LogSlice(text, len(text)))
+    short = "y" * SHARED_SLICE_CHARS
+    assert shared_chunk(LogSlice(short, len(short))) is shared_chunk(LogSlice(short, len(short)))

@@ -35,8 +35,10 @@ PAGE_CHUNKS = 5000
 # Chunks a live reader may have waiting before it is left to catch up from the database.
 READER_BUFFER = 2000
 # Slices a tail keeps for its readers (see _RunTail.slice_for): readers at the same place ask
-# for theirs within a few loop turns of each other, and readers at many places are rare.
+# for theirs within a few loop turns of each other, and readers at many places are rare. Only
+# slices up to SHARED_SLICE_CHARS are kept (and shared by subscribers), which bounds the memory.
 KEPT_SLICES = 64
+SHARED_SLICE_CHARS = 64 * 1024
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
 FINISHED_STEP_VALUES = frozenset(s.value for s in FINISHED_STEP_STATUSES)
@@ -207,9 +209,11 @@ class _RunTail:
         key = (reader.step, reader.offset, reader.pending[-1].end, len(reader.pending))
         part = self.slices.get(key)
         if part is None:
-            if len(self.slices) >= KEPT_SLICES:
-                self.slices.clear()
-            part = self.slices[key] = slice_of(list(reader.pending), reader.offset)
+            part = slice_of(list(reader.pending), reader.offset)
+            if len(part.text) <= SHARED_SLICE_CHARS:
+                if len(self.slices) >= KEPT_SLICES:
+                    self.slices.clear()
+                self.slices[key] = part
         return part
 
     def has_ended_for(self, reader: _Reader) -> bool:

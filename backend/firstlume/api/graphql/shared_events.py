@@ -30,21 +30,29 @@ from graphql import (
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from firstlume.api.graphql.types.runs import LogChunk
-from firstlume.services.logs import LogSlice
+from firstlume.services.logs import SHARED_SLICE_CHARS, LogSlice
 
 SHARED_PAYLOADS: tuple[type, ...] = (LogChunk,)
 # Payloads whose results are kept, newest last. A payload stays referenced while it is here, so its
 # id() names no other object meanwhile. Subscribers at the same offset of a run get the same
-# payload within one event loop turn or a few, so a few hundred cover many live runs.
+# payload within one event loop turn or a few, so a few hundred cover many live runs. Payloads
+# are at most SHARED_SLICE_CHARS of text: what is kept stays within 512 × 64 KiB of text.
 KEPT_PAYLOADS = 512
 
 _kept: OrderedDict[int, tuple[object, dict[Any, ExecutionResult]]] = OrderedDict()
 
 
-@lru_cache(maxsize=KEPT_PAYLOADS)
 def shared_chunk(part: LogSlice) -> LogChunk:
     """One LogChunk for every subscriber given this slice (the tails give readers at the same
-    place the same slice), so that its result is shared."""
+    place the same slice), so that its result is shared. A long slice (a page of stored log that
+    a reader catches up with) is its reader's alone, and is not kept."""
+    if len(part.text) > SHARED_SLICE_CHARS:
+        return LogChunk.of(part)
+    return _kept_chunk(part)
+
+
+@lru_cache(maxsize=KEPT_PAYLOADS)
+def _kept_chunk(part: LogSlice) -> LogChunk:
     return LogChunk.of(part)
 
 
