@@ -241,6 +241,33 @@ async def test_one_pass_claims_until_the_queue_is_empty(
     assert statuses == {"planning": 10, "queued": 1}
 
 
+async def test_a_pass_whose_batches_were_not_full_claims_once(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claiming again would find nothing, while the executors just launched ask for their spec.
+    for slug in ("a", "b"):
+        await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+        await start(ctx, tenant.token, tenant.org, slug, "plan")
+    claims: list[str] = []
+    claim_plans, claim_applies = dispatch.claim_plans, dispatch.claim_applies
+
+    async def counted_plans(ctx: Context) -> list[PhaseLaunch]:
+        claims.append("plans")
+        return await claim_plans(ctx)
+
+    async def counted_applies(ctx: Context) -> list[PhaseLaunch]:
+        claims.append("applies")
+        return await claim_applies(ctx)
+
+    monkeypatch.setattr(dispatch, "claim_plans", counted_plans)
+    monkeypatch.setattr(dispatch, "claim_applies", counted_applies)
+    launches: list[tuple[str, str, int, str]] = []
+
+    assert await Scheduler(ctx, RecordingLauncher(launches)).dispatch() == 2
+
+    assert claims == ["plans", "applies"]
+
+
 class RecordingLauncher(InlineExecutorLauncher):
     """Records launches; its executors never report."""
 

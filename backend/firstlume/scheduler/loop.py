@@ -109,7 +109,10 @@ class Scheduler:
         if failed:
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
         await self.launcher.cleanup(died.ref)
-        self.wake()
+        if failed:
+            # Its stack's lock is free. An executor that reported its result before it ended
+            # changed nothing here: its report woke the scheduler already.
+            self.wake()
 
     def notice(self, event: Event) -> None:
         """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
@@ -173,13 +176,20 @@ class Scheduler:
         launched = 0
         for _ in range(MAX_BATCHES_PER_PASS):
             with metrics.timed(metrics.CLAIM_LATENCY):
-                launches = await dispatch.claim_plans(self.ctx) + await dispatch.claim_applies(self.ctx)
+                plans = await dispatch.claim_plans(self.ctx)
+                applies = await dispatch.claim_applies(self.ctx)
+            launches = plans + applies
             for launch in launches:
                 metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
             if not launches:
                 return launched
             await asyncio.gather(*(self._launch(launch) for launch in launches))
             launched += len(launches)
+            if len(plans) < dispatch.CLAIM_BATCH and len(applies) < dispatch.CLAIM_BATCH:
+                # Batches that were not full took every phase startable when they were read; what
+                # became startable since announced itself, and wakes the next pass. Claiming again
+                # found nothing, at the moment the launched executors ask for their spec.
+                return launched
         self._wake.set()  # more may be queued: the next pass follows at once
         return launched
 
