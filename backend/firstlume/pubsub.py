@@ -205,32 +205,26 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
                 self._lost(conn)
 
     async def publish(self, channel: str, message: Any) -> None:
-        async with self._turn:
-            conn = self._conn
-            if conn is None or conn.is_closed():
-                self._lost(conn)
-                raise PublishFailed("The event connection to PostgreSQL is down; it is reconnecting.")
-            try:
-                await conn.execute("SELECT pg_notify($1, $2)", channel, message)
-            except CONNECTION_ERRORS as error:
-                self._lost(conn)
-                raise PublishFailed(f"The event connection to PostgreSQL failed: {error}") from error
+        await self._notify("SELECT pg_notify($1, $2)", channel, message)
 
     async def publish_many(self, messages: Sequence[tuple[str, str]]) -> None:
         """Every (channel, message) in one statement, in order: the outbox relay's pass (an event
         goes to a run's, an organization's and the scheduler's channels) in one round trip
         instead of one each. One statement is one transaction: all are sent, or none."""
+        await self._notify(
+            "SELECT pg_notify(c, m) FROM unnest($1::text[], $2::text[]) AS t(c, m)",
+            [channel for channel, _ in messages],
+            [message for _, message in messages],
+        )
+
+    async def _notify(self, statement: str, *arguments: Any) -> None:
         async with self._turn:
             conn = self._conn
             if conn is None or conn.is_closed():
                 self._lost(conn)
                 raise PublishFailed("The event connection to PostgreSQL is down; it is reconnecting.")
             try:
-                await conn.execute(
-                    "SELECT pg_notify(c, m) FROM unnest($1::text[], $2::text[]) AS t(c, m)",
-                    [channel for channel, _ in messages],
-                    [message for _, message in messages],
-                )
+                await conn.execute(statement, *arguments)
             except CONNECTION_ERRORS as error:
                 self._lost(conn)
                 raise PublishFailed(f"The event connection to PostgreSQL failed: {error}") from error
