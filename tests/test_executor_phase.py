@@ -4,6 +4,8 @@ httpx.MockTransport under the real ExecutorClient."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -128,3 +130,59 @@ async def test_a_push_runs_plan_checks_out_the_pushed_commit_not_the_tip(tmp_pat
     assert reported["sha"] == pushed
     assert f"at commit {pushed}" in plane.log
     assert f"does not exist in commit {pushed}" in plane.finished()["error"]
+
+
+def _plan_download(commit_sha: str) -> dict[str, Any]:
+    plan_file = b"a plan file"
+    return {
+        "plan_file_b64": base64.b64encode(plan_file).decode(),
+        "sha256": hashlib.sha256(plan_file).hexdigest(),
+        "lock_file": None,
+        "variables": [],
+        "config_yaml": None,
+        "commit_sha": commit_sha,
+        "changes": [],
+    }
+
+
+async def test_an_apply_planned_at_another_commit_fails_so_though_its_clone_started_early(
+    tmp_path: Path,
+) -> None:
+    from support.git_repos import commit_files, make_repo
+
+    url, planned = make_repo(tmp_path / "repo", {"main.tf": "# planned\n"})
+    named = commit_files(tmp_path / "repo", {"main.tf": "# newer\n"}, "Newer")
+    spec = {
+        **GOOD_SPEC,
+        "phase": "apply",
+        "stack": {**GOOD_SPEC["stack"], "repository": url},
+        "commit_sha": named,
+    }
+    plane = ControlPlane(spec, _plan_download(planned))
+
+    outcome = await run_phase(plane, tmp_path / "work")
+
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    assert plane.finished()["error"] == f"the plan was made at commit {planned} but the spec names {named}"
+    assert "Checked out" not in plane.log
+
+
+async def test_an_apply_logs_its_checkout_after_the_plan_it_verified(tmp_path: Path) -> None:
+    from support.git_repos import make_repo
+
+    url, planned = make_repo(tmp_path / "repo", {"main.tf": "# planned\n"})
+    # A path that is in no commit ends the phase right after checkout.
+    stack = {**GOOD_SPEC["stack"], "repository": url, "path": "absent"}
+    plane = ControlPlane(
+        {**GOOD_SPEC, "phase": "apply", "stack": stack, "commit_sha": planned}, _plan_download(planned)
+    )
+
+    await run_phase(plane, tmp_path / "work")
+
+    assert f"does not exist in commit {planned}" in plane.finished()["error"]
+    lines = plane.log.splitlines()
+    verified = next(i for i, line in enumerate(lines) if line.startswith("Plan file verified"))
+    assert lines[verified + 1 : verified + 3] == [
+        f"Cloning {url} at commit {planned}",
+        f"Checked out {planned}: Initial commit (Ada Lovelace <ada@example.com>)",
+    ]

@@ -86,6 +86,16 @@ class ResourcesFailed(PhaseFailure):
         self.addresses = addresses
 
 
+async def _drop(task: asyncio.Task[Commit]) -> None:
+    """Ends a clone the phase no longer waits for (it failed first). Its thread finishes on its
+    own, and the executor waits for that before it exits; its failure, if any, is not the phase's."""
+    if not task.done():
+        task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()
+
+
 @dataclass(frozen=True)
 class PhaseOutcome:
     status: PhaseResult | None  # what was reported, or None when nothing was
@@ -279,19 +289,27 @@ class PhaseRunner:
         stack = spec.stack
         async with self._step(APPLY_STEP, heading=False):
             self._heading("checkout")
-            plan = await self.client.get_plan()
-            for variable in plan.variables:
-                self._add_secret_variable(variable)
-            plan_bytes = self._verified_plan_file(plan)
-            sha = spec.commit_sha or plan.commit_sha
-            planned_at, named = plan.commit_sha, spec.commit_sha
-            if planned_at and named and planned_at != named:
-                raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
-            if not sha:
-                raise PhaseFailure("the control plane gave no commit to apply")
-            self._log(f"Plan file verified (SHA-256 {plan.sha256})")
-            self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
-            commit = await self._checkout(spec, sha=sha)
+            # The spec names the plan's commit: it is cloned while the plan downloads, and used
+            # only once the plan is verified and made at that commit.
+            cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
+            try:
+                plan = await self.client.get_plan()
+                for variable in plan.variables:
+                    self._add_secret_variable(variable)
+                plan_bytes = self._verified_plan_file(plan)
+                sha = spec.commit_sha or plan.commit_sha
+                planned_at, named = plan.commit_sha, spec.commit_sha
+                if planned_at and named and planned_at != named:
+                    raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
+                if not sha:
+                    raise PhaseFailure("the control plane gave no commit to apply")
+                self._log(f"Plan file verified (SHA-256 {plan.sha256})")
+                self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
+                commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
+            finally:
+                if cloning is not None:
+                    await _drop(cloning)
+            self._log_commit(commit)
             code_dir = self._code_dir(stack.path, commit)
             config = load_config(code_dir)
 
@@ -390,6 +408,14 @@ class PhaseRunner:
     async def _checkout(
         self, spec: PhaseSpec, *, branch: str | None = None, sha: str | None = None
     ) -> Commit:
+        commit = await self._clone(spec, branch=branch, sha=sha)
+        self._log_commit(commit)
+        return commit
+
+    def _log_commit(self, commit: Commit) -> None:
+        self._log(f"Checked out {commit.sha}: {commit.message} ({commit.author})")
+
+    async def _clone(self, spec: PhaseSpec, *, branch: str | None = None, sha: str | None = None) -> Commit:
         auth = GitAuth(spec.git_auth.https_token, spec.git_auth.ssh_private_key)
         dest = self.work_dir / "checkout"
         if dest.exists():
@@ -409,7 +435,6 @@ class PhaseRunner:
                 f"checkout of {display_url(spec.stack.repository)} took longer than {limit:g} seconds "
                 "(FIRSTLUME_GIT_TIMEOUT)"
             ) from None
-        self._log(f"Checked out {commit.sha}: {commit.message} ({commit.author})")
         return commit
 
     def _code_dir(self, path: str | None, commit: Commit) -> Path:
