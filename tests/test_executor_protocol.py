@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from starlette.routing import Route
 from firstlume.api.rest.executor_routes import routes
 from firstlume.protocol import doc
 from firstlume.protocol.executor import ENDPOINTS
+from support.refusing import refusing_control_plane as refusing
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL_DOC = ROOT / "docs" / "executor-protocol.md"
@@ -60,24 +59,8 @@ SERVER_STACK = ("starlette", "strawberry", "sqlalchemy", "alembic", "asyncpg", "
 @pytest.fixture
 def refusing_control_plane() -> Iterator[str]:
     """Answers every request 401, so an executor stops at its first one."""
-
-    class Refuse(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b'{"error": {"code": "unauthenticated", "message": "no"}}'
-            self.send_response(401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with refusing() as url:
+        yield url
 
 
 def test_the_executor_command_loads_nothing_of_the_server(refusing_control_plane: str) -> None:

@@ -5,7 +5,6 @@ spare while executors run still starts one, so the next launch finds one."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,35 +14,22 @@ import pytest
 from firstlume.launchers import local
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch
 from firstlume.launchers.local import Isolation, LocalLauncher
+from support.refusing import refusing_control_plane
 
 
-class _Refuses(http.server.BaseHTTPRequestHandler):
-    """A control plane that refuses every token once `answer` is set: an executor told of it
-    runs until then, and then ends."""
+class Refusing:
+    """A control plane whose answers wait until `answer` is set: its executors run until then."""
 
-    answer = threading.Event()
-
-    def do_GET(self) -> None:
-        self.answer.wait(60)
-        body = b'{"error": {"code": "unauthenticated", "message": "test"}}'
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    def __init__(self, url: str, answer: threading.Event) -> None:
+        self.url = url
+        self.answer = answer
 
 
 @pytest.fixture
-def refusing_url() -> Iterator[str]:
-    _Refuses.answer.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    _Refuses.answer.set()
-    server.shutdown()
+def refusing() -> Iterator[Refusing]:
+    answer = threading.Event()
+    with refusing_control_plane(hold=answer) as url:
+        yield Refusing(url, answer)
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:
@@ -66,7 +52,7 @@ def _phase(run_id: str, url: str) -> PhaseLaunch:
     )
 
 
-async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusing_url: str) -> None:
+async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusing: Refusing) -> None:
     deaths: list[ExecutorDied] = []
 
     async def died(death: ExecutorDied) -> None:
@@ -83,15 +69,15 @@ async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusi
 
         # A run's two phases take a spare each, and no spare is started while they run.
         for run_id in ("plan", "apply"):
-            await launcher.launch(_phase(run_id, refusing_url))
+            await launcher.launch(_phase(run_id, refusing.url))
         assert spares() == local.SPARES_IDLE - 2 and not starting()
 
         # The launch that takes the last spare while executors run starts one.
-        await launcher.launch(_phase("last", refusing_url))
+        await launcher.launch(_phase("last", refusing.url))
         assert starting()
 
         # Once no executor runs, the spares fill up again.
-        _Refuses.answer.set()
+        refusing.answer.set()
         await _until(lambda: len(deaths) == 3, "the three executors to end")
         await _until(lambda: spares() == local.SPARES_IDLE and not starting(), "the spares to fill up")
     finally:
