@@ -18,9 +18,10 @@ import asyncio
 import logging
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import delete, select, update
+from sqlalchemy import Row, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.engine import Database
@@ -156,7 +157,13 @@ class OutboxRelay:
                 update(OutboxEvent)
                 .where(OutboxEvent.id.in_(due))
                 .values(published_at=now)
-                .returning(OutboxEvent.id, OutboxEvent.kind, OutboxEvent.channels, OutboxEvent.payload)
+                .returning(
+                    OutboxEvent.id,
+                    OutboxEvent.kind,
+                    OutboxEvent.channels,
+                    OutboxEvent.payload,
+                    OutboxEvent.attempts,
+                )
                 .execution_options(synchronize_session=False)
             )
             rows = sorted(claimed.all(), key=lambda row: row.id)  # RETURNING keeps no order
@@ -174,15 +181,17 @@ class OutboxRelay:
                 if messages:
                     await self.pubsub.publish_many(messages)
             except PublishFailed as error:
-                await self._retry_later(session, [row.id for row in rows], str(error), now)
+                await self._retry_later(session, rows, str(error), now)
                 log.warning("outbox events wait for the broker: %s", error)
                 return 0, False
         return len(rows), len(rows) == self.batch
 
-    async def _retry_later(self, session: AsyncSession, ids: list[int], error: str, now: datetime) -> None:
+    async def _retry_later(
+        self, session: AsyncSession, rows: list[Row[Any]], error: str, now: datetime
+    ) -> None:
         # One delay for all, the oldest row's, so that the later rows do not overtake it.
-        attempts = await session.scalar(select(OutboxEvent.attempts).where(OutboxEvent.id == ids[0]))
-        delay = backoff((attempts or 0) + 1, first=self.first_backoff, longest=self.longest_backoff)
+        delay = backoff(rows[0].attempts + 1, first=self.first_backoff, longest=self.longest_backoff)
+        ids = [row.id for row in rows]
         await session.execute(
             update(OutboxEvent)
             .where(OutboxEvent.id.in_(ids))
