@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import asyncpg
@@ -257,16 +257,8 @@ class PubSub:
     async def publish(self, channel: str, event: Event) -> None:
         """Hands `event` to the broker for every subscriber of `channel`, in every process.
         Raises PublishFailed when that is not possible now."""
-        try:
-            if not self._connected:
-                raise PublishFailed("The pub/sub is not connected.")
+        with self._sending([event]):
             await self._broadcast.publish(channel=channel, message=encode(event))
-        except PublishFailed:
-            PUBLISH_FAILURES.labels(event.type).inc()
-            raise
-        except Exception as error:
-            PUBLISH_FAILURES.labels(event.type).inc()
-            raise PublishFailed(f"Publishing failed: {error}") from error
 
     async def publish_many(self, events: Sequence[tuple[str, Event]]) -> None:
         """`publish` of each (channel, event), in order; on PostgreSQL in one round trip, and then
@@ -276,12 +268,18 @@ class PubSub:
             for channel, event in events:
                 await self.publish(channel, event)
             return
+        with self._sending([event for _, event in events]):
+            await backend.publish_many([(channel, encode(event)) for channel, event in events])
+
+    @contextmanager
+    def _sending(self, events: Sequence[Event]) -> Iterator[None]:
+        """Refuses while not connected; any failure becomes PublishFailed, counted per event."""
         try:
             if not self._connected:
                 raise PublishFailed("The pub/sub is not connected.")
-            await backend.publish_many([(channel, encode(event)) for channel, event in events])
+            yield
         except Exception as error:
-            for _, event in events:
+            for event in events:
                 PUBLISH_FAILURES.labels(event.type).inc()
             if isinstance(error, PublishFailed):
                 raise
