@@ -15,7 +15,7 @@ kept: errors are masked per operation (api/graphql/errors.py).
 from __future__ import annotations
 
 from collections import OrderedDict
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, cast
 
 from graphql import (
@@ -84,26 +84,20 @@ def _event_variables(operation: OperationDefinitionNode, fragments: dict[str, An
 
 
 class SharedEventExecutor(StrawberryGraphQLCoreExecutionContext):
-    per_event = False
-    # What names this subscription's per-event results (None: never shared), worked out once per
-    # subscription: each event's executor is a copy of the subscription's.
-    event_key: tuple[Any, ...] | None = None
-    event_key_known = False
+    # Set on the executor of one event (a copy of its subscription's) whose result may be shared.
+    shares_results = False
 
     def build_per_event_executor(self, payload: Any) -> SharedEventExecutor:
-        if not self.event_key_known:
-            self.event_key = self._operation_key()
-            self.event_key_known = True
-        # A copy of this executor with the payload as its root value (graphql-core's own).
+        # The key is worked out on the subscription's executor, once, before the event's copy.
+        shares = self.event_key is not None and isinstance(payload, SHARED_PAYLOADS)
         executor = cast(SharedEventExecutor, super().build_per_event_executor(payload))
-        executor.per_event = True
+        executor.shares_results = shares
         return executor
 
     def execute_operation(self, serially: bool | None = None) -> Any:
-        payload = self.root_value
-        key = self.event_key
-        if not (self.per_event and key is not None and isinstance(payload, SHARED_PAYLOADS)):
+        if not self.shares_results:
             return super().execute_operation(serially)
+        payload, key = self.root_value, self.event_key
         entry = _kept.get(id(payload))
         if entry is not None and entry[0] is payload:
             _kept.move_to_end(id(payload))
@@ -119,7 +113,9 @@ class SharedEventExecutor(StrawberryGraphQLCoreExecutionContext):
             entry[1][key] = result
         return result
 
-    def _operation_key(self) -> tuple[Any, ...] | None:
+    @cached_property
+    def event_key(self) -> tuple[Any, ...] | None:
+        """What names this subscription's per-event results; None: they are never shared."""
         operation = self.operation
         if operation.operation != OperationType.SUBSCRIPTION or operation.loc is None:
             return None
