@@ -42,6 +42,13 @@ def answer_lost_once() -> Iterator[Any]:
         event.remove(Session, moment, listener)
 
 
+@pytest.fixture
+async def queued_run(ctx: Context, tenant: Tenant) -> str:
+    """A plan run queued on a new stack: the next claim's only candidate."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    return await start(ctx, tenant.token, tenant.org, "net", "plan")
+
+
 async def status_of(ctx: Context, run_id: str) -> str:
     async with ctx.db.read() as session:
         run = await session.get(Run, run_id)
@@ -50,25 +57,21 @@ async def status_of(ctx: Context, run_id: str) -> str:
 
 
 async def test_a_claim_that_committed_is_launched_though_its_answer_was_lost(
-    ctx: Context, tenant: Tenant, answer_lost_once: Any
+    ctx: Context, queued_run: str, answer_lost_once: Any
 ) -> None:
-    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
-    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
     answer_lost_once("after_transaction_end")
     [launch] = await dispatch.claim_plans(ctx)
-    assert launch.run_id == run_id and launch.phase == "plan"
-    assert await status_of(ctx, run_id) == RunStatus.PLANNING
+    assert launch.run_id == queued_run and launch.phase == "plan"
+    assert await status_of(ctx, queued_run) == RunStatus.PLANNING
     assert await dispatch.claim_plans(ctx) == []  # launched once, not claimed again
 
 
 async def test_a_claim_that_did_not_commit_leaves_its_run_queued_for_the_next_pass(
-    ctx: Context, tenant: Tenant, answer_lost_once: Any
+    ctx: Context, queued_run: str, answer_lost_once: Any
 ) -> None:
-    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
-    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
     answer_lost_once("before_commit")
     with pytest.raises(DBAPIError):
         await dispatch.claim_plans(ctx)
-    assert await status_of(ctx, run_id) == RunStatus.QUEUED
+    assert await status_of(ctx, queued_run) == RunStatus.QUEUED
     [launch] = await dispatch.claim_plans(ctx)
-    assert launch.run_id == run_id
+    assert launch.run_id == queued_run

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from firstlume.executor.engines import EngineError, make_engine
 from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.protocol.executor import StateBackend
+from support.answering import answering
 
 VARIABLE_TF = """
 variable "region" {}
@@ -224,22 +223,8 @@ async def test_state_backend_is_local_without_a_backend_block(tmp_path: Path) ->
 
 @pytest.fixture
 def http_state_server() -> Iterator[str]:
-    class NoState(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(404)  # the http backend's "no state yet"
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NoState)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/state"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with answering(404) as url:  # the http backend's "no state yet"
+        yield f"{url}/state"
 
 
 async def test_state_backend_is_the_one_init_configured(tmp_path: Path, http_state_server: str) -> None:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from firstlume.api.rest.executor_routes import routes
 from firstlume.protocol import doc
 from firstlume.protocol.executor import ENDPOINTS
-from support.refusing import refusing_control_plane as refusing
+from support.answering import refusing_control_plane as refusing
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL_DOC = ROOT / "docs" / "executor-protocol.md"

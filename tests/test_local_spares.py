@@ -14,7 +14,7 @@ import pytest
 from firstlume.launchers import local
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch
 from firstlume.launchers.local import Isolation, LocalLauncher
-from support.refusing import refusing_control_plane
+from support.answering import refusing_control_plane
 
 
 class Refusing:
