@@ -118,6 +118,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 ctx, build_launcher(settings), serving_since=lambda: getattr(app.state, "serving_since", None)
             )
             await scheduler.start()
+            ctx.wake_scheduler = scheduler.wake
             # Every replica with a scheduler runs it: the database makes each slot's run one.
             drift = DriftScheduler(ctx)
             await drift.start()

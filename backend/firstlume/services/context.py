@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +35,8 @@ class Unit:
     wrote_outbox: bool = False
     # Whether it wrote notification deliveries, which a sender then posts.
     wrote_notifications: bool = False
+    # Whether it recorded an event for the schedulers (a run became startable or ended).
+    wakes_scheduler: bool = False
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -53,6 +55,8 @@ class Context:
     relay: OutboxRelay | None = None
     # This process's notification sender (services/notifications/sender.py), when it has one.
     notifier: NotificationSender | None = None
+    # Wakes this process's scheduler, when it runs one (app.py).
+    wake_scheduler: Callable[[], None] | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:
@@ -79,6 +83,11 @@ class Context:
             yield unit
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
+        if unit.wakes_scheduler and self.wake_scheduler is not None:
+            # This process's scheduler starts its pass now, not once the event has gone through
+            # the relay and the broker and come back (other replicas still hear it that way):
+            # every run's start, and its hand-over from plan to apply, waits for that pass.
+            self.wake_scheduler()
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
         for channel, event in unit._events:

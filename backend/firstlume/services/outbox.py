@@ -28,7 +28,7 @@ from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.db.types import utcnow
 from firstlume.protocol.events import Event, event_from
-from firstlume.pubsub import PublishFailed, PubSub
+from firstlume.pubsub import SCHEDULER_CHANNEL, PublishFailed, PubSub
 from firstlume.services.context import Unit
 
 log = logging.getLogger("firstlume.outbox")
@@ -52,6 +52,8 @@ def record(unit: Unit, event: Event, channels: list[str], *, notification: str |
         )
     )
     unit.wrote_outbox = True
+    if SCHEDULER_CHANNEL in channels:
+        unit.wakes_scheduler = True
 
 
 def backoff(attempts: int, *, first: float, longest: float) -> float:

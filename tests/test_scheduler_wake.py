@@ -1,0 +1,95 @@
+"""A change that makes a run startable wakes this process's scheduler as soon as it commits,
+without waiting for its event to go through the outbox relay and the broker: the start of every
+run, and its hand-over from plan to apply, wait for that pass."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import Tenant, make_stack
+from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
+from firstlume.protocol.events import RunUpdated
+from firstlume.pubsub import run_channel
+from firstlume.scheduler.loop import Scheduler
+from firstlume.services import accounts, catalog, outbox, runs
+from firstlume.services.commands import StartRun
+from firstlume.services.context import Context
+from support.runs import start, status_of
+
+
+class PassWatchingLauncher:
+    """Records launches and counts the scheduler's passes (each ends with a health check)."""
+
+    def __init__(self) -> None:
+        self.launched: list[tuple[str, str]] = []
+        self.passes = 0
+        self.pass_ended = asyncio.Event()
+        self.launch_seen = asyncio.Event()
+
+    async def start(self, on_death: object) -> None:
+        return None
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        self.launched.append((launch.run_id, launch.phase))
+        self.launch_seen.set()
+
+    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
+        self.passes += 1
+        self.pass_ended.set()
+        return []
+
+    async def cleanup(self, ref: PhaseRef) -> None:
+        return None
+
+    async def cancel(self, run_id: str) -> None:
+        return None
+
+    async def close(self) -> list[ExecutorDied]:
+        return []
+
+
+async def test_a_started_run_is_launched_by_this_process_without_the_relay(
+    ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    # No relay runs (ctx.relay is None), so the run's event is never published, and the interval
+    # is far longer than the test: only the wake after commit can start the next pass.
+    ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": 3600.0})
+    launcher = PassWatchingLauncher()
+    scheduler = Scheduler(ctx, launcher)  # type: ignore[arg-type]
+    ctx.wake_scheduler = scheduler.wake
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(launcher.pass_ended.wait(), timeout=10)  # the first pass: nothing queued
+        assert launcher.launched == []
+        run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+        await asyncio.wait_for(launcher.launch_seen.wait(), timeout=10)
+    finally:
+        await scheduler.stop()
+    assert launcher.launched == [(run_id, "plan")]
+    assert await status_of(ctx, run_id) == "planning"
+
+
+async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, tenant: Tenant) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    wakes: list[str] = []
+    ctx.wake_scheduler = lambda: wakes.append("woken")
+
+    with pytest.raises(RuntimeError, match="changed my mind"):
+        async with ctx.unit() as unit:
+            actor = await accounts.authenticate(unit.session, tenant.token)
+            org = await accounts.org_for(unit.session, actor, tenant.org)
+            stack = await catalog.stack_by_slug(unit.session, org, "net")
+            await runs.start_run(unit, actor, stack, StartRun(type="plan"))
+            raise RuntimeError("changed my mind")
+    assert wakes == []  # rolled back: nothing became startable
+
+    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+    assert wakes == ["woken"]
+
+    # An event for live views only (the run's commit or configuration) is not the scheduler's.
+    async with ctx.unit() as unit:
+        outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
+    assert wakes == ["woken"]
