@@ -131,3 +131,49 @@ async def test_stack_runs_are_filtered_by_status_and_type_and_counted(
     assert [n["number"] for n in rest["nodes"]] == [4, 2] and not rest["pageInfo"]["hasNextPage"]
     none = await runs_of(client, tenant, status=["CANCELED"])
     assert none == {"totalCount": 0, "pageInfo": {"hasNextPage": False, "endCursor": None}, "nodes": []}
+
+
+EVERY_STACK = """query($first: Int!, $type: [RunType!]) { organization(slug: "acme") {
+  stacks { slug runs(first: $first, type: $type) { nodes { number type } } } } }"""
+
+
+async def test_the_runs_of_several_stacks_read_together_match_each_stack_read_alone(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    # A page of one stack is read by its own statement; pages of several stacks asked for in
+    # one query (the organization's list) share a ranked one: both give the same runs.
+    plans = {"net": ["plan", "apply", "plan"], "db": ["apply", "apply", "plan", "apply"], "idle": []}
+    for slug, kinds in plans.items():
+        await make_stack(ctx, tenant, {"slug": slug, "repository": "file:///repo"})
+        for kind in kinds:
+            await start(ctx, tenant.token, "acme", slug, kind)
+    for variables in ({"first": 2}, {"first": 10, "type": ["APPLY"]}):
+        body = (
+            await client.post(
+                "/graphql", json={"query": EVERY_STACK, "variables": variables}, headers=tenant.headers
+            )
+        ).json()
+        assert not body.get("errors"), body["errors"]
+        together = {s["slug"]: s["runs"]["nodes"] for s in body["data"]["organization"]["stacks"]}
+        alone = {}
+        for slug in plans:
+            single = RUNS.replace('stack(slug: "net")', f'stack(slug: "{slug}")')
+            answer = (
+                await client.post(
+                    "/graphql", json={"query": single, "variables": variables}, headers=tenant.headers
+                )
+            ).json()
+            alone[slug] = [
+                {"number": n["number"], "type": n["type"]}
+                for n in answer["data"]["organization"]["stack"]["runs"]["nodes"]
+            ]
+        assert together == alone
+    assert together == {
+        "net": [{"number": 2, "type": "APPLY"}],
+        "db": [
+            {"number": 4, "type": "APPLY"},
+            {"number": 2, "type": "APPLY"},
+            {"number": 1, "type": "APPLY"},
+        ],
+        "idle": [],
+    }

@@ -132,6 +132,16 @@ async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[
     for key in keys:
         shapes[(key.limit, key.before, key.filter)].append(key.stack_id)
     for (limit, before, run_filter), stack_ids in shapes.items():
+        if len(stack_ids) == 1:
+            # One stack's page (a stack's page, most often): its newest runs by the (stack,
+            # number) index, with no ranking of the stack's whole history.
+            [stack_id] = stack_ids
+            query = run_filter.apply(select(Run).where(Run.stack_id == stack_id))
+            if before is not None:
+                query = query.where(Run.number < before)
+            rows = await session.scalars(query.order_by(Run.number.desc()).limit(limit))
+            found[RunPageKey(stack_id, limit, before, run_filter)] = list(rows)
+            continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
         ranked = run_filter.apply(select(Run.id, rank).where(Run.stack_id.in_(stack_ids)))
         if before is not None:
