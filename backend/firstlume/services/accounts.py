@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, bindparam, or_, select
+from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
@@ -94,21 +94,24 @@ async def create_token(
 INVALID_TOKEN = "The API token is not valid (unknown, revoked or expired)."
 
 
-def _usable(now: datetime) -> ColumnElement[bool]:
+def _usable(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
     """A token not revoked and not expired: refused from the moment either happens."""
     return and_(ApiToken.revoked_at.is_(None), or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now))
+
+
+# Statements that run on every request are built once: building one (and working out its
+# cache key) costs SQLAlchemy about as much as running it.
+_ACTOR = (
+    select(User.id, User.email, ApiToken.id, ApiToken.last_used_at)
+    .join(ApiToken, ApiToken.user_id == User.id)
+    .where(ApiToken.token_hash == bindparam("token_hash"), _usable(bindparam("now")))
+)
 
 
 async def authenticate(session: AsyncSession, token: str | None) -> Actor:
     if not token:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
-    row = (
-        await session.execute(
-            select(User.id, User.email, ApiToken.id, ApiToken.last_used_at)
-            .join(ApiToken, ApiToken.user_id == User.id)
-            .where(ApiToken.token_hash == hash_token(token), _usable(utcnow()))
-        )
-    ).first()
+    row = (await session.execute(_ACTOR, {"token_hash": hash_token(token), "now": utcnow()})).first()
     if row is None:
         raise Unauthenticated(INVALID_TOKEN)
     return Actor(user_id=row[0], email=row[1], token_id=row[2], token_last_used_at=row[3])
@@ -174,14 +177,17 @@ async def authenticate_in_org(
     return actor, org
 
 
+_ORG_OF_MEMBER = (
+    select(Organization)
+    .join(Membership, Membership.org_id == Organization.id)
+    .where(Organization.slug == bindparam("slug"), Membership.user_id == bindparam("user_id"))
+)
+
+
 async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organization:
     """The organization, if the actor is a member. Others get the same NotFound as a missing one,
     so an organization's existence is never revealed to outsiders."""
-    org = await session.scalar(
-        select(Organization)
-        .join(Membership, Membership.org_id == Organization.id)
-        .where(Organization.slug == slug, Membership.user_id == actor.user_id)
-    )
+    org = await session.scalar(_ORG_OF_MEMBER, {"slug": slug, "user_id": actor.user_id})
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
     audit.bind_actor(session, actor)

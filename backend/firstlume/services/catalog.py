@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
@@ -67,8 +67,11 @@ async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Fol
     return sorted(rows, key=lambda f: f.path.count("/"))
 
 
+_STACK_BY_SLUG = select(Stack).where(Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"))
+
+
 async def stack_by_slug(session: AsyncSession, org: Organization, slug: str) -> Stack:
-    stack = await session.scalar(select(Stack).where(Stack.org_id == org.id, Stack.slug == slug))
+    stack = await session.scalar(_STACK_BY_SLUG, {"org_id": org.id, "slug": slug})
     if stack is None:
         raise NotFound(f"No stack '{slug}'.")
     return stack

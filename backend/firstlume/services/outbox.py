@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Row, delete, select, update
+from sqlalchemy import Row, Update, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.engine import Database
@@ -56,6 +56,29 @@ def record(unit: Unit, event: Event, channels: list[str], *, notification: str |
         unit.wakes_scheduler = True
 
 
+def _claim_statement(*, locking: bool) -> Update:
+    """Marks the oldest due rows published and returns them: built once per relay, since it runs
+    after every commit that wrote events. `locking` (PostgreSQL): rows another relay holds are
+    skipped, not waited for."""
+    due = (
+        select(OutboxEvent.id)
+        .where(OutboxEvent.published_at.is_(None), OutboxEvent.available_at <= bindparam("now"))
+        .order_by(OutboxEvent.id)
+        .limit(bindparam("batch"))
+    )
+    if locking:
+        due = due.with_for_update(skip_locked=True)
+    return (
+        update(OutboxEvent)
+        .where(OutboxEvent.id.in_(due))
+        .values(published_at=bindparam("now", type_=OutboxEvent.published_at.type))
+        .returning(
+            OutboxEvent.id, OutboxEvent.kind, OutboxEvent.channels, OutboxEvent.payload, OutboxEvent.attempts
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
 def backoff(attempts: int, *, first: float, longest: float) -> float:
     """Seconds before the next try after `attempts` failed ones: doubling, with jitter."""
     return float(min(first * 2 ** (attempts - 1), longest) * random.uniform(0.8, 1.2))
@@ -83,6 +106,7 @@ class OutboxRelay:
         self._kicked = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._claim = _claim_statement(locking=not db.is_sqlite)
 
     def kick(self) -> None:
         """Publish now rather than at the next poll."""
@@ -147,27 +171,7 @@ class OutboxRelay:
         again after a backoff."""
         async with self.db.transaction() as session:
             now = utcnow()
-            due = (
-                select(OutboxEvent.id)
-                .where(OutboxEvent.published_at.is_(None), OutboxEvent.available_at <= now)
-                .order_by(OutboxEvent.id)
-                .limit(self.batch)
-            )
-            if not self.db.is_sqlite:
-                due = due.with_for_update(skip_locked=True)
-            claimed = await session.execute(
-                update(OutboxEvent)
-                .where(OutboxEvent.id.in_(due))
-                .values(published_at=now)
-                .returning(
-                    OutboxEvent.id,
-                    OutboxEvent.kind,
-                    OutboxEvent.channels,
-                    OutboxEvent.payload,
-                    OutboxEvent.attempts,
-                )
-                .execution_options(synchronize_session=False)
-            )
+            claimed = await session.execute(self._claim, {"now": now, "batch": self.batch})
             rows = sorted(claimed.all(), key=lambda row: row.id)  # RETURNING keeps no order
             messages: list[tuple[str, Event]] = []
             for row in rows:

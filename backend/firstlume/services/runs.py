@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, ResourceChange, Run, Stack
@@ -19,6 +20,16 @@ from firstlume.services.context import Actor, Unit
 from firstlume.services.transitions import change_status
 
 DESTRUCTIVE_ACTIONS = ("delete", "replace")
+
+# Built once (every start runs it). On the table, not the mapped class: the stack's row in the
+# session is not refreshed, and nothing after this reads its counter.
+_stacks = cast(Table, Stack.__table__)
+_NEXT_NUMBER = (
+    update(_stacks)
+    .where(_stacks.c.id == bindparam("stack_id"))
+    .values(run_counter=_stacks.c.run_counter + 1)
+    .returning(_stacks.c.run_counter)
+)
 
 
 @dataclass(frozen=True)
@@ -41,12 +52,7 @@ async def start_run(
     session = unit.session
     # The counter update takes the stack's row lock (PostgreSQL) or the write lock (SQLite):
     # concurrent starts get consecutive numbers, which are the queue's arrival order.
-    number = await session.scalar(
-        update(Stack)
-        .where(Stack.id == stack.id)
-        .values(run_counter=Stack.run_counter + 1)
-        .returning(Stack.run_counter)
-    )
+    number = await session.scalar(_NEXT_NUMBER, {"stack_id": stack.id})
     run = Run(
         org_id=stack.org_id,
         stack_id=stack.id,

@@ -5,6 +5,7 @@ of statements, so REST lists and GraphQL DataLoaders cost the same for 1 run as 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -136,10 +137,10 @@ async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[
             # One stack's page (a stack's page, most often): its newest runs by the (stack,
             # number) index, with no ranking of the stack's whole history.
             [stack_id] = stack_ids
-            query = run_filter.apply(select(Run).where(Run.stack_id == stack_id))
-            if before is not None:
-                query = query.where(Run.number < before)
-            rows = await session.scalars(query.order_by(Run.number.desc()).limit(limit))
+            rows = await session.scalars(
+                _one_stack_page(run_filter, before is not None),
+                {"stack_id": stack_id, "before": before, "limit": limit},
+            )
             found[RunPageKey(stack_id, limit, before, run_filter)] = list(rows)
             continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
@@ -158,13 +159,30 @@ async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[
     return [found[key] for key in keys]
 
 
+# Built once per shape of filter (a handful: the UI's tabs), like the other statements that
+# every page of runs reads: building one costs about as much as running it.
+@functools.lru_cache(maxsize=64)
+def _one_stack_page(run_filter: RunFilter, paged: bool) -> Select[Run]:
+    query = run_filter.apply(select(Run).where(Run.stack_id == bindparam("stack_id")))
+    if paged:
+        query = query.where(Run.number < bindparam("before"))
+    return query.order_by(Run.number.desc()).limit(bindparam("limit"))
+
+
+@functools.lru_cache(maxsize=64)
+def _run_counts(run_filter: RunFilter) -> Select[str, int]:
+    return run_filter.apply(
+        select(Run.stack_id, func.count())
+        .where(Run.stack_id.in_(bindparam("ids", expanding=True)))
+        .group_by(Run.stack_id)
+    )
+
+
 async def stack_run_counts(
     session: AsyncSession, stack_ids: Sequence[str], run_filter: RunFilter | None = None
 ) -> list[int]:
-    query = (run_filter or RunFilter()).apply(
-        select(Run.stack_id, func.count()).where(Run.stack_id.in_(set(stack_ids))).group_by(Run.stack_id)
-    )
-    counts = dict((await session.execute(query)).all())
+    query = _run_counts(run_filter or RunFilter())
+    counts = dict((await session.execute(query, {"ids": sorted(set(stack_ids))})).all())
     return [int(counts.get(i, 0)) for i in stack_ids]
 
 
@@ -190,8 +208,11 @@ async def steps_of(session: AsyncSession, run_ids: Sequence[str]) -> list[list[R
     return _grouped(rows, "run_id", run_ids)
 
 
+_EMAILS = select(User.id, User.email).where(User.id.in_(bindparam("ids", expanding=True)))
+
+
 async def emails(session: AsyncSession, user_ids: Sequence[str]) -> list[str | None]:
-    found = dict((await session.execute(select(User.id, User.email).where(User.id.in_(set(user_ids))))).all())
+    found = dict((await session.execute(_EMAILS, {"ids": sorted(set(user_ids))})).all())
     return [found.get(i) for i in user_ids]
 
 
@@ -204,6 +225,10 @@ _AHEAD = (
     .scalar_subquery()
 )
 
+_QUEUE_POSITIONS = select(Run.id, _AHEAD).where(
+    Run.id.in_(bindparam("ids", expanding=True)), Run.status == QUEUED
+)
+
 
 async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[str, int]:
     """Position in its stack's queue (1 = starts next) of each queued run among `runs`: a count of
@@ -212,7 +237,7 @@ async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[st
     queued = [r.id for r in runs if r.status == QUEUED]
     if not queued:
         return {}
-    rows = await session.execute(select(Run.id, _AHEAD).where(Run.id.in_(queued), Run.status == QUEUED))
+    rows = await session.execute(_QUEUE_POSITIONS, {"ids": queued})
     return {run_id: int(position) for run_id, position in rows}
 
 
