@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from conftest import Tenant, make_stack
+from firstlume.db.models import PlanArtifact, Run
 from firstlume.launchers.base import PhaseLaunch
 from firstlume.services import dispatch
 from firstlume.services.context import Context
@@ -180,6 +181,29 @@ async def test_plan_phase_cannot_use_apply_endpoints_or_upload_twice(
         content=json.dumps({**plan, "plan_json": {"resource_changes": [{"x": 1}]}}),
     )
     assert not_a_plan.status_code == 422 and "not a Terraform plan" in not_a_plan.json()["error"]["message"]
+
+
+async def test_a_plan_refused_while_its_changes_are_worked_out_leaves_nothing_behind(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], ctx: Context
+) -> None:
+    # The sealed plan is written while the changes are worked out; a plan found malformed then
+    # is refused with a 422 and its transaction takes the sealed plan with it.
+    h = bearer(phases[0])
+    plan = {"plan_file_b64": "cGxhbg==", "plan_json": {"format_version": "1.2"}, "variables": []}
+    malformed = {**plan, "plan_json": {"format_version": "1.2", "resource_changes": [5]}}
+    refused = await client.post(f"{E}/plan", headers=h, content=json.dumps(malformed))
+    assert refused.status_code == 422, refused.text
+    assert "not a Terraform plan" in refused.json()["error"]["message"]
+    async with ctx.db.read() as session:
+        assert await session.get(PlanArtifact, phases[0].run_id) is None
+        run = await session.get(Run, phases[0].run_id)
+        assert run is not None and not run.has_plan
+    one_change = {"format_version": "1.2", "resource_changes": [{
+        "address": "terraform_data.a", "mode": "managed", "type": "terraform_data", "name": "a",
+        "change": {"actions": ["create"], "before": None, "after": {"input": "a"}, "after_unknown": {}},
+    }]}  # fmt: skip
+    stored = await client.post(f"{E}/plan", headers=h, content=json.dumps({**plan, "plan_json": one_change}))
+    assert stored.status_code == 200 and stored.json()["summary"]["create"] == 1
 
 
 async def test_finish_without_a_plan_fails_the_run_clearly(
