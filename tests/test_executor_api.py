@@ -217,6 +217,40 @@ async def test_finish_without_a_plan_fails_the_run_clearly(
     assert run["error"] == "The plan phase ended without uploading a plan."
 
 
+async def test_finish_ends_the_phases_last_step_with_the_result(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant
+) -> None:
+    async def steps_of(run_id: str) -> list[tuple[str, str]]:
+        run = (await client.get(f"/api/v1/orgs/{tenant.org}/runs/{run_id}", headers=tenant.headers)).json()
+        return [(s["name"], s["status"]) for s in run["steps"]]
+
+    plan = {"plan_file_b64": "cGxhbg==", "plan_json": {"format_version": "1.2"}, "variables": []}
+    ok, broken = bearer(phases[0]), bearer(phases[1])
+    for h in (ok, broken):
+        assert (
+            await client.post(f"{E}/steps", headers=h, json={"name": "plan", "status": "running"})
+        ).status_code == 204
+        assert (await client.post(f"{E}/plan", headers=h, content=json.dumps(plan))).status_code == 200
+
+    # A step that is not running cannot end with the phase: refused, and the run has not moved.
+    wrong = await client.post(f"{E}/finish", headers=ok, json={"status": "succeeded", "last_step": "apply"})
+    assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "step_out_of_order"
+    assert ("plan", "running") in await steps_of(phases[0].run_id)
+    run = (
+        await client.get(f"/api/v1/orgs/{tenant.org}/runs/{phases[0].run_id}", headers=tenant.headers)
+    ).json()
+    assert run["status"] == "planning"
+
+    done = await client.post(f"{E}/finish", headers=ok, json={"status": "succeeded", "last_step": "plan"})
+    assert done.status_code == 200 and done.json()["status"] == "no_changes"
+    assert ("plan", "done") in await steps_of(phases[0].run_id)
+    failed = await client.post(
+        f"{E}/finish", headers=broken, json={"status": "failed", "error": "boom", "last_step": "plan"}
+    )
+    assert failed.status_code == 200 and failed.json()["status"] == "failed"
+    assert ("plan", "failed") in await steps_of(phases[1].run_id)
+
+
 OK_UPDATE = {"address": "terraform_data.a", "state": "done"}
 
 

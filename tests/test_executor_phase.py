@@ -4,6 +4,7 @@ httpx.MockTransport under the real ExecutorClient."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -186,3 +187,41 @@ async def test_an_apply_logs_its_checkout_after_the_plan_it_verified(tmp_path: P
         f"Cloning {url} at commit {planned}",
         f"Checked out {planned}: Initial commit (Ada Lovelace <ada@example.com>)",
     ]
+
+
+async def test_an_apply_asks_for_its_plan_while_its_spec_is_still_being_answered(tmp_path: Path) -> None:
+    # The spec is answered only once the plan has been asked for (or after 10 s): an executor
+    # that waited for its spec before asking for its plan would take the 10 s and fail below.
+    plane = ControlPlane({**GOOD_SPEC, "phase": "apply", "commit_sha": "abc"}, {"not": "a plan"})
+    plan_asked = asyncio.Event()
+    order: list[str] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1/executor")
+        if path == "/plan" and request.method == "GET":
+            plan_asked.set()
+        if path == "/spec":
+            try:
+                await asyncio.wait_for(plan_asked.wait(), 10)
+                order.append("spec answered after the plan was asked for")
+            except TimeoutError:
+                order.append("spec answered alone")
+        return plane.handle(request)
+
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(handle))
+    async with client:
+        runner = PhaseRunner(client, tmp_path, base_env={"FIRSTLUME_PHASE": "apply"})
+        outcome = await runner.run()
+
+    assert order == ["spec answered after the plan was asked for"]
+    # The plan asked for ahead is the one the phase used: its error names GET /plan, once.
+    assert outcome.status == "failed" and "GET /plan" in plane.finished()["error"]
+    assert [path for _, path, _ in plane.requests].count("/plan") == 1
+
+
+async def test_a_plan_phase_never_asks_for_a_plan(tmp_path: Path) -> None:
+    plane = ControlPlane({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "path": "absent"}})
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
+    async with client:
+        await PhaseRunner(client, tmp_path, base_env={"FIRSTLUME_PHASE": "plan"}).run()
+    assert "/plan" not in [path for method, path, _ in plane.requests if method == "GET"]

@@ -168,11 +168,13 @@ class ExecutorClient:
     async def report_resources(self, updates: list[ResourceReport]) -> None:
         await self._request("POST", "/resources", ResourceReports(updates=updates))
 
-    async def finish(self, status: PhaseResult, error: str | None) -> FinishAnswer:
+    async def finish(
+        self, status: PhaseResult, error: str | None, last_step: str | None = None
+    ) -> FinishAnswer:
         answer = await self._request(
             "POST",
             "/finish",
-            FinishReport(status=status, error=error),
+            FinishReport(status=status, error=error, last_step=last_step),
             done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
         )
         if answer is None or not answer.content:

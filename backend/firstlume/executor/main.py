@@ -16,7 +16,7 @@ from typing import TextIO
 
 from firstlume.domain.runs import PhaseResult
 from firstlume.executor.client import ExecutorClient
-from firstlume.executor.phase import PhaseRunner
+from firstlume.executor.phase import PHASE_VAR, PhaseRunner
 
 URL_VAR = "FIRSTLUME_CONTROL_PLANE_URL"
 TOKEN_VAR = "FIRSTLUME_EXECUTOR_TOKEN"
@@ -51,7 +51,7 @@ def run_from_env(environ: Mapping[str, str] = os.environ) -> int:
         return 2
     label = "run {} {} attempt {}".format(
         environ.get("FIRSTLUME_RUN_ID", "?"),
-        environ.get("FIRSTLUME_PHASE", "?"),
+        environ.get(PHASE_VAR, "?"),
         environ.get("FIRSTLUME_ATTEMPT", "?"),
     )
     given = environ.get(WORK_DIR_VAR)

@@ -63,6 +63,10 @@ MAX_ERROR_CHARS = 8000
 _UNAUTHORIZED = "the control plane refused the phase token"
 
 
+# Set by the launcher beside the token: which phase the executor is for.
+PHASE_VAR = "FIRSTLUME_PHASE"
+
+
 class PhaseFailure(Exception):
     """An expected failure; its message becomes the run's error. `logged` when the log already
     shows it (Terraform printed it), so that it is not printed twice."""
@@ -149,6 +153,10 @@ class PhaseRunner:
         self._step_name = "checkout"
         self._body: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
+        # The phase's last step, once it has ended well: its end goes with the result.
+        self._ended_with_phase: str | None = None
+        # An apply's plan, asked for while the spec is read.
+        self._plan: asyncio.Future[PlanDownload] | None = None
         # Units whose state this phase keeps in Firstlume, and the override files written for them.
         self._managed_units: set[str] = set()
         self._overrides: list[Path] = []
@@ -161,12 +169,20 @@ class PhaseRunner:
             self._body.cancel()
 
     async def run(self) -> PhaseOutcome:
+        # An apply asks for its plan alongside its spec (the launcher names the phase): the plan
+        # is on the phase's critical path, and the two answers do not depend on each other.
+        if self.base_env.get(PHASE_VAR) == Phase.APPLY:
+            self._plan = asyncio.ensure_future(self.client.get_plan())
         try:
             spec = await self.client.get_spec()
         except Unauthorized:
+            await self._drop_plan()
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ControlPlaneError as exc:
+            await self._drop_plan()
             return await self._finish(PhaseResult.FAILED, f"the executor could not read its spec: {exc}")
+        if spec.phase != Phase.APPLY:
+            await self._drop_plan()
 
         for variable in spec.variables:
             self._add_secret_variable(variable)
@@ -205,6 +221,7 @@ class PhaseRunner:
             status, error = PhaseResult.FAILED, self._describe(exc)
         finally:
             self._remove_overrides()
+            await self._drop_plan()
             await heartbeat.stop()
         try:
             await self.reports.stop()
@@ -259,7 +276,7 @@ class PhaseRunner:
             await engine.init()
             self.reports.send(partial(self.client.report_state_backends, self._state_backends(engine)))
 
-        async with self._step("plan"):
+        async with self._step("plan", last=True):
             terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
             var_file = write_var_file(self.work_dir, terraform_values)
             plan_file = self.work_dir / "plan.tfplan"
@@ -287,13 +304,13 @@ class PhaseRunner:
         # again: checkout and init already ran in the plan phase. The apply phase is one step,
         # `apply`, whose log has the checkout, init and apply parts under their own headings.
         stack = spec.stack
-        async with self._step(APPLY_STEP, heading=False):
+        async with self._step(APPLY_STEP, heading=False, last=True):
             self._heading("checkout")
             # The spec names the plan's commit: it is cloned while the plan downloads, and used
             # only once the plan is verified and made at that commit.
             cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
             try:
-                plan = await self.client.get_plan()
+                plan = await (self._plan or self.client.get_plan())
                 for variable in plan.variables:
                     self._add_secret_variable(variable)
                 plan_bytes = self._verified_plan_file(plan)
@@ -364,9 +381,11 @@ class PhaseRunner:
     # -- pieces ---------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _step(self, name: str, *, heading: bool = True) -> AsyncIterator[None]:
+    async def _step(self, name: str, *, heading: bool = True, last: bool = False) -> AsyncIterator[None]:
         """A step's start and end are reported in the background, in order; its end only once
-        the log it wrote is shipped, so a finished step always shows its whole log."""
+        the log it wrote is shipped, so a finished step always shows its whole log. The `last`
+        step's end, when it ends well, is reported with the phase's result: the result waits for
+        every report and the log anyway, and one round trip fewer ends the phase sooner."""
         self.reports.send(partial(self.client.step, name, StepStatus.RUNNING))
         self._step_name = name
         if heading:
@@ -384,7 +403,17 @@ class PhaseRunner:
                 self._log(f"Error: {self._describe(exc)}")
             self.reports.send(partial(self._end_step, name, StepStatus.FAILED))
             raise
-        self.reports.send(partial(self._end_step, name, StepStatus.DONE))
+        if last:
+            self._ended_with_phase = name
+        else:
+            self.reports.send(partial(self._end_step, name, StepStatus.DONE))
+
+    async def _drop_plan(self) -> None:
+        """The plan asked for ahead is not needed: its request ends, and so does any error of it."""
+        if self._plan is not None:
+            self._plan.cancel()
+            await asyncio.gather(self._plan, return_exceptions=True)
+            self._plan = None
 
     async def _end_step(self, name: str, status: StepStatus) -> None:
         await self._quiet_flush()
@@ -531,7 +560,7 @@ class PhaseRunner:
     async def _finish(self, status: PhaseResult, error: str | None) -> PhaseOutcome:
         error = self.masker.mask(error) if error is not None else None
         try:
-            answer = await self.client.finish(status, error)
+            answer = await self.client.finish(status, error, last_step=self._ended_with_phase)
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)

@@ -301,6 +301,13 @@ class FinishReport(Request):
         max_length=100_000,
         description="why the phase failed, when it failed for a reason of the run's own",
     )
+    last_step: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=50,
+        description="a running step that ends with the phase (done with succeeded, failed with failed), "
+        "instead of a step report of its own",
+    )
 
 
 class FinishAnswer(Answer):
@@ -336,7 +343,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
     Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
-    Endpoint("POST", "/finish", FinishReport, FinishAnswer, "200"),
+    Endpoint(
+        "POST", "/finish", FinishReport, FinishAnswer, "200",
+        "409 `step_out_of_order` when `last_step` is not running",
+    ),
 )  # fmt: skip
 
 

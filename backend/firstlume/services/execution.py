@@ -389,6 +389,10 @@ async def fail_run(
 
 async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishReport) -> Run:
     session = unit.session
+    if report.last_step is not None:
+        # The phase's last step ends with it: one request fewer on every phase's critical path.
+        ended = StepStatus.DONE if report.status == PhaseResult.SUCCEEDED else StepStatus.FAILED
+        await record_step(unit, run, StepReport(name=report.last_step, status=ended))
     if report.status == PhaseResult.FAILED:
         if report.error is None and token.phase == Phase.APPLY:
             # Resources failed, the run did not: their errors are on the resources, and the run
