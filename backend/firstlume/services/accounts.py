@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, or_, select
+from sqlalchemy import BindParameter, ColumnElement, Row, Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import ApiToken, Membership, Organization, User
+from firstlume.db.models import ApiToken, Membership, Organization, Stack, User
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, Unauthenticated
@@ -153,14 +154,47 @@ async def authenticate_in_org(
 ) -> tuple[Actor, Organization]:
     """authenticate, org_for and the permission check, in one statement: the start of every REST
     request in an organization. `need` comes from the permission table (services/access)."""
+    row = await _caller_row(session, _ACTOR_IN_ORG, token, {"slug": slug})
+    return _caller_in_org(session, row, slug, need)
+
+
+# The same, and the stack named in the path (None when there is no such stack).
+_ACTOR_IN_STACK = _ACTOR_IN_ORG.add_columns(Stack).outerjoin(
+    Stack, (Stack.org_id == Organization.id) & (Stack.slug == bindparam("stack"))
+)
+
+
+async def authenticate_in_stack(
+    session: AsyncSession, token: str | None, slug: str, stack_slug: str, need: Need
+) -> tuple[Actor, Organization, Stack]:
+    """authenticate_in_org and the stack of the path, in one statement: a request about one stack
+    (starting a run). The refusals come in the same order as reading them one after the other:
+    the token, the organization, the role, then the stack."""
+    row = await _caller_row(session, _ACTOR_IN_STACK, token, {"slug": slug, "stack": stack_slug})
+    actor, org = _caller_in_org(session, row, slug, need)
+    stack = row[-1]
+    if stack is None:
+        raise NotFound(f"No stack '{stack_slug}'.")
+    return actor, org, stack
+
+
+async def _caller_row(
+    session: AsyncSession, statement: Select[*tuple[Any, ...]], token: str | None, params: dict[str, Any]
+) -> Row[*tuple[Any, ...]]:
     if not token:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
     row = (
-        await session.execute(_ACTOR_IN_ORG, {"slug": slug, "token_hash": hash_token(token), "now": utcnow()})
+        await session.execute(statement, {**params, "token_hash": hash_token(token), "now": utcnow()})
     ).first()
     if row is None:
         raise Unauthenticated(INVALID_TOKEN)
-    user_id, email, token_id, last_used, org, role, groups = row
+    return row
+
+
+def _caller_in_org(
+    session: AsyncSession, row: Row[*tuple[Any, ...]], slug: str, need: Need
+) -> tuple[Actor, Organization]:
+    user_id, email, token_id, last_used, org, role, groups = tuple(row)[:7]
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
     actor = Actor(

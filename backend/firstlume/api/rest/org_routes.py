@@ -20,7 +20,7 @@ from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
 from firstlume.services.inherited import Scope
-from firstlume.services.reads import Organization, Session
+from firstlume.services.reads import Organization, Session, Stack
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import settings as setting_reads
 
@@ -34,6 +34,21 @@ async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Orga
         )
         remember_actor(request, actor)
         yield unit, actor, org
+
+
+@asynccontextmanager
+async def stack_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization, Stack]]:
+    """`org_request` for a change to the stack of the path, found in the same statement."""
+    async with context_of(request).unit() as unit:
+        actor, org, stack = await accounts.authenticate_in_stack(
+            unit.session,
+            bearer_token(request),
+            request.path_params["org"],
+            request.path_params["stack"],
+            need_of(request),
+        )
+        remember_actor(request, actor)
+        yield unit, actor, org, stack
 
 
 @asynccontextmanager

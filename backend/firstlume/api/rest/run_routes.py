@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import bool_param, context_of, endpoint, int_param, json_body, query_values
-from firstlume.api.rest.org_routes import org_read, org_request
+from firstlume.api.rest.org_routes import org_read, org_request, stack_request
 from firstlume.api.rest.serializers import changes_document, run_json
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest, NotFound
@@ -32,8 +32,7 @@ DEFAULT_LIST = 100
 @endpoint
 async def start_run(request: Request) -> Response:
     body = await json_body(request)
-    async with org_request(request) as (unit, actor, org):
-        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
+    async with stack_request(request) as (unit, actor, _, stack):
         run = await runs.start_run(unit, actor, stack, command(StartRun, body))
         [details] = await run_reads.details(
             unit.session,

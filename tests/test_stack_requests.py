@@ -1,0 +1,43 @@
+"""A request about one stack (starting a run) finds the caller, their role and the stack in one
+statement, and refuses in the same order as reading them one after the other: the token, the
+organization, the role, then the stack. A reader never learns which stacks exist."""
+
+from __future__ import annotations
+
+import httpx
+
+from conftest import Tenant, make_stack, make_tenant
+from firstlume.services import accounts
+from firstlume.services.access.roles import Role
+from firstlume.services.context import Context
+
+
+async def _token(ctx: Context, org: str, email: str, role: Role) -> dict[str, str]:
+    async with ctx.unit() as unit:
+        token = await accounts.create_token(unit.session, org, email, role=role)
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_starting_a_run_refuses_token_organization_role_then_stack(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    await make_tenant(ctx, "globex", "grace@example.com")
+    reader = await _token(ctx, "acme", "rita@example.com", Role.READER)
+
+    async def start(org: str, stack: str, headers: dict[str, str]) -> httpx.Response:
+        return await client.post(
+            f"/api/v1/orgs/{org}/stacks/{stack}/runs", json={"type": "plan"}, headers=headers
+        )
+
+    bad_token = await start("acme", "nope", {"Authorization": "Bearer fl_forged"})
+    assert bad_token.status_code == 401
+    outsider = await start("globex", "nope", tenant.headers)
+    assert outsider.status_code == 404 and outsider.json()["error"]["message"] == "No organization 'globex'."
+    for stack in ("net", "nope"):  # the same refusal whether the stack exists or not
+        refused = await start("acme", stack, reader)
+        assert refused.status_code == 403, refused.text
+    missing = await start("acme", "nope", tenant.headers)
+    assert missing.status_code == 404 and missing.json()["error"]["message"] == "No stack 'nope'."
+    started = await start("acme", "net", tenant.headers)
+    assert started.status_code == 201 and started.json()["stack"] == "net" and started.json()["number"] == 1
