@@ -33,7 +33,8 @@ STACK_PAGE = """query($slug: String!) { organization(slug: "bench") { stack(slug
 
 
 def serve(port: int) -> None:
-    """The product's app plus the floor endpoint, served by uvicorn (run in a subprocess)."""
+    """The product's app plus the floor endpoint, served by uvicorn (run in a subprocess) with the
+    garbage collector settings of `firstlume serve`."""
     import uvicorn
     from sqlalchemy import text
     from starlette.requests import Request
@@ -41,6 +42,7 @@ def serve(port: int) -> None:
     from starlette.routing import Route
 
     from firstlume.app import create_app
+    from firstlume.cli import collect_as_served
 
     async def select_one(request: Request) -> Response:
         async with request.app.state.ctx.db.read() as session:
@@ -49,6 +51,7 @@ def serve(port: int) -> None:
 
     app = create_app()
     app.router.routes.insert(0, Route("/bench/select-1", select_one))
+    collect_as_served()  # as `firstlume serve` does
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
