@@ -15,6 +15,7 @@ from firstlume.domain.runs import APPROVABLE, CANCELABLE, RunStatus
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.runs import plan_run, start
+from support.statements import StatementCounter
 
 RUNS = """query($first: Int!, $status: [RunStatus!], $type: [RunType!], $after: String) {
   organization(slug: "acme") { stack(slug: "net") {
@@ -177,3 +178,37 @@ async def test_the_runs_of_several_stacks_read_together_match_each_stack_read_al
         ],
         "idle": [],
     }
+
+
+async def test_a_stack_page_shows_starters_and_queue_positions_at_no_extra_statement(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, app_statements: StatementCounter
+) -> None:
+    # The page statement of one stack reads its starters' emails and queued runs' positions too.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    holder = await start(ctx, tenant.token, "acme", "net", "apply")
+    for _ in range(3):
+        await start(ctx, tenant.token, "acme", "net", "plan")
+    assert await plan_run(ctx, PLAN) == {holder: "awaiting_approval"}
+    page = 'query { organization(slug: "acme") { stack(slug: "net") { runs(first: 10) { nodes { number %s } } } } }'
+
+    async def statements_for(fields: str) -> tuple[int, list[dict[str, Any]]]:
+        with app_statements.counting() as statements:
+            body = (
+                await client.post("/graphql", json={"query": page % fields}, headers=tenant.headers)
+            ).json()
+        assert not body.get("errors"), body["errors"]
+        # SQLite counts the read transaction's BEGIN as a statement; PostgreSQL reads without one.
+        read = [s for s in statements if s != "BEGIN"]
+        return len(read), body["data"]["organization"]["stack"]["runs"]["nodes"]
+
+    plain, _ = await statements_for("status")
+    shown, nodes = await statements_for("status createdBy queuePosition")
+    # The caller, the organization, the stack and the page: no statement for the starters' emails
+    # or the queue positions.
+    assert shown == plain == 4, app_statements.statements
+    assert [(n["number"], n["createdBy"], n["queuePosition"]) for n in nodes] == [
+        (4, tenant.email, 3),
+        (3, tenant.email, 2),
+        (2, tenant.email, 1),
+        (1, tenant.email, None),
+    ]

@@ -85,7 +85,21 @@ class Loaders:
 
     @cached_property
     def stack_runs(self) -> DataLoader[RunPageKey, list[Run]]:
-        return self._loader(run_reads.stack_runs)
+        async def batch(keys: list[RunPageKey]) -> list[list[Run]]:
+            extras = run_reads.PageExtras()
+            async with self.reads.session() as session:
+                pages = await run_reads.stack_runs(session, keys, extras)
+            # What a page of one stack read beside its runs: its runs' `createdBy` and
+            # `queuePosition` then answer without a statement of their own.
+            for user_id, email in extras.emails.items():
+                self.email.prime(user_id, email)
+            for page in pages:
+                for run in page:
+                    if run.id in extras.positions:
+                        self.queue_position.prime(run, extras.positions[run.id])
+            return pages
+
+        return DataLoader(batch)
 
     @cached_property
     def stack_run_count(self) -> DataLoader[tuple[str, RunFilter], int]:

@@ -72,8 +72,15 @@ async def list_stack_runs(request: Request) -> Response:
         before = int_param(request, "before", None, 1, 2**31 - 1)
         assert limit is not None
         stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
-        [items] = await run_reads.stack_runs(session, [RunPageKey(stack.id, limit, before, run_filter)])
-        details = await run_reads.details(session, items, slugs={stack.id: stack.slug})
+        extras = run_reads.PageExtras()
+        [items] = await run_reads.stack_runs(session, [RunPageKey(stack.id, limit, before, run_filter)], extras)
+        details = await run_reads.details(
+            session,
+            items,
+            slugs={stack.id: stack.slug},
+            known_emails=extras.emails,
+            known_positions=extras.positions,
+        )
         return JSONResponse({"runs": [run_json(d) for d in details]})
 
 

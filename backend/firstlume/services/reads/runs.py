@@ -126,8 +126,20 @@ async def runs_by_id(session: AsyncSession, run_ids: Sequence[str]) -> list[Run 
     return [found.get(i) for i in run_ids]
 
 
-async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[list[Run]]:
-    """Pages of several stacks' histories, one statement per distinct page shape."""
+@dataclass
+class PageExtras:
+    """What the statement of one stack's page reads beside its runs, for the page to show without
+    a statement each: the starters' emails and the queued runs' positions."""
+
+    emails: dict[str, str] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+async def stack_runs(
+    session: AsyncSession, keys: Sequence[RunPageKey], extras: PageExtras | None = None
+) -> list[list[Run]]:
+    """Pages of several stacks' histories, one statement per distinct page shape. With `extras`,
+    a page of one stack also brings its starters' emails and queue positions into it."""
     found: dict[RunPageKey, list[Run]] = {}
     shapes: dict[tuple[int, int | None, RunFilter], list[str]] = defaultdict(list)
     for key in keys:
@@ -137,24 +149,32 @@ async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[
             # One stack's page (a stack's page, most often): its newest runs by the (stack,
             # number) index, with no ranking of the stack's whole history.
             [stack_id] = stack_ids
-            rows = await session.scalars(
+            rows = await session.execute(
                 _one_stack_page(run_filter, before is not None),
                 {"stack_id": stack_id, "before": before, "limit": limit},
             )
-            found[RunPageKey(stack_id, limit, before, run_filter)] = list(rows)
+            runs = []
+            for run, email, position in rows:
+                runs.append(run)
+                if extras is not None:
+                    if email is not None and run.created_by_id:
+                        extras.emails[run.created_by_id] = email
+                    if position is not None:
+                        extras.positions[run.id] = int(position)
+            found[RunPageKey(stack_id, limit, before, run_filter)] = runs
             continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
         ranked = run_filter.apply(select(Run.id, rank).where(Run.stack_id.in_(stack_ids)))
         if before is not None:
             ranked = ranked.where(Run.number < before)
         page = ranked.subquery()
-        rows = await session.scalars(
+        ranked_rows = await session.scalars(
             select(Run)
             .join(page, page.c.id == Run.id)
             .where(page.c.rank <= limit)
             .order_by(Run.stack_id, Run.number.desc())
         )
-        for stack_id, group in zip(stack_ids, _grouped(rows, "stack_id", stack_ids), strict=True):
+        for stack_id, group in zip(stack_ids, _grouped(ranked_rows, "stack_id", stack_ids), strict=True):
             found[RunPageKey(stack_id, limit, before, run_filter)] = group
     return [found[key] for key in keys]
 
@@ -162,8 +182,13 @@ async def stack_runs(session: AsyncSession, keys: Sequence[RunPageKey]) -> list[
 # Built once per shape of filter (a handful: the UI's tabs), like the other statements that
 # every page of runs reads: building one costs about as much as running it.
 @functools.lru_cache(maxsize=64)
-def _one_stack_page(run_filter: RunFilter, paged: bool) -> Select[Run]:
-    query = run_filter.apply(select(Run).where(Run.stack_id == bindparam("stack_id")))
+def _one_stack_page(run_filter: RunFilter, paged: bool) -> Select[Run, str | None, int | None]:
+    # The starter's email and a queued run's position ride along: two statements fewer a page.
+    query = run_filter.apply(
+        select(Run, _creator.email, case((Run.status == QUEUED, _AHEAD)))
+        .outerjoin(_creator, _creator.id == Run.created_by_id)
+        .where(Run.stack_id == bindparam("stack_id"))
+    )
     if paged:
         query = query.where(Run.number < bindparam("before"))
     return query.order_by(Run.number.desc()).limit(bindparam("limit"))
@@ -256,6 +281,7 @@ async def details(
     *,
     slugs: dict[str, str] | None = None,
     known_emails: dict[str, str] | None = None,
+    known_positions: dict[str, int] | None = None,
     just_queued: bool = False,
 ) -> list[RunDetails]:
     """RunDetails of runs already read, in their order: what is not known already is read in one
@@ -278,7 +304,7 @@ async def details(
             (u, e) for u, e in zip(missing_people, await emails(session, missing_people), strict=True) if e
         )
     steps = [[] for _ in runs] if just_queued else await steps_of(session, [r.id for r in runs])
-    positions = await queue_positions(session, runs)
+    positions = known_positions if known_positions is not None else await queue_positions(session, runs)
     return [
         RunDetails(
             run=run,
