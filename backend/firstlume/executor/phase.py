@@ -560,7 +560,10 @@ class PhaseRunner:
     async def _finish(self, status: PhaseResult, error: str | None) -> PhaseOutcome:
         error = self.masker.mask(error) if error is not None else None
         try:
-            answer = await self.client.finish(status, error, last_step=self._ended_with_phase)
+            # Only a success names the last step: a failure ends every running step failed anyway,
+            # and a step whose start was never delivered cannot be ended.
+            last_step = self._ended_with_phase if status == PhaseResult.SUCCEEDED else None
+            answer = await self.client.finish(status, error, last_step=last_step)
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)
