@@ -73,7 +73,9 @@ async def list_stack_runs(request: Request) -> Response:
         assert limit is not None
         stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
         extras = run_reads.PageExtras()
-        [items] = await run_reads.stack_runs(session, [RunPageKey(stack.id, limit, before, run_filter)], extras)
+        [items] = await run_reads.stack_runs(
+            session, [RunPageKey(stack.id, limit, before, run_filter)], extras
+        )
         details = await run_reads.details(
             session,
             items,
