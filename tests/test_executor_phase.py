@@ -8,6 +8,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,37 @@ async def test_a_plan_phase_never_asks_for_a_plan(tmp_path: Path) -> None:
     async with client:
         await PhaseRunner(client, tmp_path, base_env={"FIRSTLUME_PHASE": "plan"}).run()
     assert "/plan" not in [path for method, path, _ in plane.requests if method == "GET"]
+
+
+class RefusesSteps(ControlPlane):
+    """Refuses every step report (as if the run had moved on) and takes the plan."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1/executor")
+        if path == "/steps":
+            self.requests.append((request.method, path, json.loads(request.content)))
+            error = {"code": "step_out_of_order", "message": "Step 'checkout' is failed (test)."}
+            return httpx.Response(409, json={"error": error})
+        if path == "/plan" and request.method == "POST":
+            self.requests.append((request.method, path, None))
+            return httpx.Response(200, json={"summary": None, "has_changes": False})
+        return super().handle(request)
+
+
+async def test_a_phase_whose_reports_failed_does_not_end_its_last_step_by_name(
+    tmp_path: Path, terraform_binary: str
+) -> None:
+    # The plan itself succeeds (real Terraform, an empty configuration), but the control plane
+    # refused the step reports, so the phase fails: its finish names no last step, whose start
+    # the control plane never took (the failure ends every running step anyway).
+    from support.git_repos import make_repo
+
+    url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
+    plane = RefusesSteps({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
+    async with client:
+        await PhaseRunner(client, tmp_path / "work", base_env=dict(os.environ)).run()
+
+    assert ("POST", "/plan", None) in plane.requests  # the plan step's work was done
+    finished = plane.finished()
+    assert finished["status"] == "failed" and finished.get("last_step") is None
