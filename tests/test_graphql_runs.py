@@ -43,14 +43,19 @@ PLAN = {"format_version": "1.2", "resource_changes": [{
 }]}  # fmt: skip
 
 
-async def test_queued_runs_name_the_run_holding_the_lock_and_their_place(
-    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
-) -> None:
+async def _one_holding_three_queued(ctx: Context, tenant: Tenant) -> None:
+    """Stack `net`: run 1 (an apply) holds the lock, awaiting approval; runs 2–4 are queued."""
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     holder = await start(ctx, tenant.token, "acme", "net", "apply")
     for _ in range(3):
         await start(ctx, tenant.token, "acme", "net", "plan")
     assert await plan_run(ctx, PLAN) == {holder: "awaiting_approval"}
+
+
+async def test_queued_runs_name_the_run_holding_the_lock_and_their_place(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await _one_holding_three_queued(ctx, tenant)
     after = await runs_of(client, tenant)
     assert [(n["number"], n["status"], n["queuePosition"], n["blockedBy"]) for n in after["nodes"]] == [
         (4, "QUEUED", 3, {"number": 1, "status": "AWAITING_APPROVAL"}),
@@ -184,11 +189,7 @@ async def test_a_stack_page_shows_starters_and_queue_positions_at_no_extra_state
     client: httpx.AsyncClient, ctx: Context, tenant: Tenant, app_statements: StatementCounter
 ) -> None:
     # The page statement of one stack reads its starters' emails and queued runs' positions too.
-    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
-    holder = await start(ctx, tenant.token, "acme", "net", "apply")
-    for _ in range(3):
-        await start(ctx, tenant.token, "acme", "net", "plan")
-    assert await plan_run(ctx, PLAN) == {holder: "awaiting_approval"}
+    await _one_holding_three_queued(ctx, tenant)
     page = 'query { organization(slug: "acme") { stack(slug: "net") { runs(first: 10) { nodes { number %s } } } } }'
 
     async def statements_for(fields: str) -> tuple[int, list[dict[str, Any]]]:

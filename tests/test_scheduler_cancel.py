@@ -17,7 +17,6 @@ import pytest
 from conftest import Tenant, make_stack
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers import manifests
-from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.launchers.kubernetes import KubernetesLauncher
 from firstlume.protocol.events import RunStatusChanged
 from firstlume.scheduler.loop import Scheduler
@@ -27,6 +26,7 @@ from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
+from support.launchers import QuietLauncher
 from support.runs import report, start, status_of
 
 API = Path(__file__).resolve().parents[1] / "backend" / "firstlume" / "api"
@@ -147,33 +147,18 @@ async def test_a_cancellation_missed_while_down_is_found_in_the_database(
     assert cleanups() == 1
 
 
-class FlakyCleanup:
+class FlakyCleanup(QuietLauncher):
     """A launcher whose first cleanup fails (the Kubernetes API answered 503)."""
 
     def __init__(self) -> None:
         self.canceled: list[str] = []
         self.failures = 1
 
-    async def start(self, on_death: DeathCallback) -> None:
-        return None
-
-    async def launch(self, launch: PhaseLaunch) -> None:
-        return None
-
-    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
-        return []
-
-    async def cleanup(self, ref: PhaseRef) -> None:
-        return None
-
     async def cancel(self, run_id: str) -> None:
         if self.failures:
             self.failures -= 1
             raise RuntimeError("503 Service Unavailable")
         self.canceled.append(run_id)
-
-    async def close(self) -> list[ExecutorDied]:
-        return []
 
 
 async def test_a_failed_cleanup_is_retried_at_the_next_pass(ctx: Context, tenant: Tenant) -> None:

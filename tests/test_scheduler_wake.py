@@ -16,10 +16,11 @@ from firstlume.scheduler.loop import Scheduler
 from firstlume.services import accounts, catalog, outbox, runs
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
+from support.launchers import QuietLauncher
 from support.runs import start, status_of
 
 
-class PassWatchingLauncher:
+class PassWatchingLauncher(QuietLauncher):
     """Records launches and counts the scheduler's passes (each ends with a health check)."""
 
     def __init__(self) -> None:
@@ -28,9 +29,6 @@ class PassWatchingLauncher:
         self.pass_ended = asyncio.Event()
         self.launch_seen = asyncio.Event()
 
-    async def start(self, on_death: object) -> None:
-        return None
-
     async def launch(self, launch: PhaseLaunch) -> None:
         self.launched.append((launch.run_id, launch.phase))
         self.launch_seen.set()
@@ -38,15 +36,6 @@ class PassWatchingLauncher:
     async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
         self.passes += 1
         self.pass_ended.set()
-        return []
-
-    async def cleanup(self, ref: PhaseRef) -> None:
-        return None
-
-    async def cancel(self, run_id: str) -> None:
-        return None
-
-    async def close(self) -> list[ExecutorDied]:
         return []
 
 

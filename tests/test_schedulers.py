@@ -15,12 +15,13 @@ from conftest import Tenant, make_stack
 from firstlume.db.engine import Database
 from firstlume.db.models import Organization, Run, RunStatusChange
 from firstlume.domain.runs import FINISHED, HOLDS_LOCK, RunStatus
-from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
+from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.pubsub import PubSub
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
+from support.launchers import QuietLauncher
 from support.runs import report, start, status_of
 
 CREATE_ONE = {
@@ -37,7 +38,7 @@ CREATE_ONE = {
 }
 
 
-class InlineExecutorLauncher:
+class InlineExecutorLauncher(QuietLauncher):
     """A launcher whose "executor" is a task in this process: it reports through the same
     services the executor HTTP routes call. Everything the schedulers decide is real."""
 
@@ -46,9 +47,6 @@ class InlineExecutorLauncher:
         self.launches = launches
         self.name = name
         self.tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self, on_death: DeathCallback) -> None:
-        return None
 
     async def launch(self, launch: PhaseLaunch) -> None:
         self.launches.append((launch.run_id, launch.phase, launch.attempt, self.name))
@@ -62,15 +60,6 @@ class InlineExecutorLauncher:
             body = {"plan_file_b64": "cGxhbg==", "plan_json": CREATE_ONE, "variables": []}
             await report(self.ctx, launch.token, "plan", body)
         await report(self.ctx, launch.token, "finish", {"status": "succeeded"})
-
-    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
-        return []
-
-    async def cleanup(self, ref: PhaseRef) -> None:
-        return None
-
-    async def cancel(self, run_id: str) -> None:
-        return None
 
     async def close(self) -> list[ExecutorDied]:
         for task in self.tasks:

@@ -11,36 +11,22 @@ from sqlalchemy import select
 
 from conftest import Tenant, make_stack
 from firstlume.db.models import Run
-from firstlume.launchers.base import DeathCallback, ExecutorDied, PhaseLaunch, PhaseRef
+from firstlume.launchers.base import ExecutorDied, PhaseRef
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services import dispatch
 from firstlume.services.context import Context
+from support.launchers import QuietLauncher
 from support.runs import start
 
 
-class IdleLauncher:
+class IdleLauncher(QuietLauncher):
     """Launches nothing (the phase is claimed by the test) and stops what it is asked to."""
 
     def __init__(self) -> None:
         self.cleaned: list[PhaseRef] = []
 
-    async def start(self, on_death: DeathCallback) -> None:
-        pass
-
-    async def launch(self, launch: PhaseLaunch) -> None:
-        pass
-
-    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
-        return []
-
     async def cleanup(self, ref: PhaseRef) -> None:
         self.cleaned.append(ref)
-
-    async def cancel(self, run_id: str) -> None:
-        pass
-
-    async def close(self) -> list[ExecutorDied]:
-        return []
 
 
 async def test_a_death_the_database_could_not_store_is_recorded_at_a_later_pass(
