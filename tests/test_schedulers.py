@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
 from conftest import Tenant, make_stack
 from firstlume.db.engine import Database
@@ -255,6 +256,27 @@ async def test_a_pass_whose_batches_were_not_full_claims_once(
     assert await Scheduler(ctx, RecordingLauncher(launches)).dispatch() == 2
 
     assert claims == ["plans", "applies"]
+
+
+async def test_plans_claimed_before_the_applies_claim_failed_are_still_launched(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database ended the connection between the two claims: the plan's claim is committed,
+    # so its executor starts, and the failure still ends the pass.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+
+    async def failing_applies(ctx: Context) -> list[PhaseLaunch]:
+        raise DBAPIError("SELECT", None, ConnectionError("the connection ended"))
+
+    monkeypatch.setattr(dispatch, "claim_applies", failing_applies)
+    launches: list[tuple[str, str, int, str]] = []
+
+    with pytest.raises(DBAPIError):
+        await Scheduler(ctx, RecordingLauncher(launches)).dispatch()
+
+    assert [(r, phase) for r, phase, *_ in launches] == [(run_id, "plan")]
+    assert await status_of(ctx, run_id) == "planning"
 
 
 class RecordingLauncher(InlineExecutorLauncher):

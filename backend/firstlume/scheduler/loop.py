@@ -177,7 +177,14 @@ class Scheduler:
         for _ in range(MAX_BATCHES_PER_PASS):
             with metrics.timed(metrics.CLAIM_LATENCY):
                 plans = await dispatch.claim_plans(self.ctx)
-                applies = await dispatch.claim_applies(self.ctx)
+                try:
+                    applies = await dispatch.claim_applies(self.ctx)
+                except Exception:
+                    # The plans' claim is committed: unlaunched, they would sit in `planning`
+                    # without an executor until the heartbeat timeout. Launched first, then the
+                    # failure ends the pass (the database went away between the two claims).
+                    await asyncio.gather(*(self._launch(launch) for launch in plans))
+                    raise
             launches = plans + applies
             for launch in launches:
                 metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
