@@ -4,12 +4,15 @@ organization, the role, then the stack. A reader never learns which stacks exist
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from conftest import Tenant, make_stack, make_tenant
 from firstlume.services import accounts
 from firstlume.services.access.roles import Role
 from firstlume.services.context import Context
+from support.statements import StatementCounter
 
 
 async def _token(ctx: Context, org: str, email: str, role: Role) -> dict[str, str]:
@@ -41,3 +44,28 @@ async def test_starting_a_run_refuses_token_organization_role_then_stack(
     assert missing.status_code == 404 and missing.json()["error"]["message"] == "No stack 'nope'."
     started = await start("acme", "net", tenant.headers)
     assert started.status_code == 201 and started.json()["stack"] == "net" and started.json()["number"] == 1
+
+
+async def test_concurrent_starts_each_answer_their_own_queue_position_without_reading_the_queue(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, app_statements: StatementCounter
+) -> None:
+    # A run's position comes back with its first history row: no statement reads the queue
+    # afterwards. Starts that race each other still get distinct positions, in number order,
+    # since each took the stack's run number under its row lock.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    url = "/api/v1/orgs/acme/stacks/net/runs"
+    first = await client.post(url, json={"type": "plan"}, headers=tenant.headers)
+    assert first.status_code == 201 and first.json()["queue_position"] == 1
+
+    with app_statements.counting() as statements:
+        one = await client.post(url, json={"type": "plan"}, headers=tenant.headers)
+    assert one.status_code == 201 and one.json()["queue_position"] == 2
+    queue_reads = [s for s in statements if s.lstrip().startswith("SELECT") and "FROM runs" in s]
+    assert queue_reads == [], queue_reads
+
+    started = await asyncio.gather(
+        *(client.post(url, json={"type": "plan"}, headers=tenant.headers) for _ in range(8))
+    )
+    assert all(r.status_code == 201 for r in started), [r.text for r in started]
+    positions = sorted((r.json()["number"], r.json()["queue_position"]) for r in started)
+    assert positions == [(number, number) for number in range(3, 11)]

@@ -13,18 +13,22 @@ import re
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume.db.append import append_rows
 from firstlume.db.models import Organization, Stack
 from firstlume.db.models_audit import AuditEntry
+from firstlume.db.types import utcnow
 from firstlume.domain.audit import SYSTEM_ACTOR, AuditAction, AuditVia, secret_keys_in
 from firstlume.logs import REQUEST_ID as served_request_id
 from firstlume.services.context import Actor
 
 ACTOR_KEY = "firstlume.audit.actor"
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_AUDIT_ENTRIES = cast(Table, AuditEntry.__table__)
 
 
 @dataclass(frozen=True)
@@ -92,9 +96,9 @@ async def record(
     stack: str | None = None,
     actor: Actor | None = None,
     by_system: bool = False,
-) -> AuditEntry:
-    """Adds the audit row of a change to the change's session: it commits with the change or not
-    at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of the stack
+) -> None:
+    """Inserts the audit row of a change in the change's transaction: it commits with the change
+    or not at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of the stack
     concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
     actor, else "system"; `by_system` records "system" whoever is bound (a push, the schedule)."""
     details = dict(details or {})
@@ -106,19 +110,20 @@ async def record(
     origin = current_origin()
     if stack is None and isinstance(org, Stack):
         stack = org.slug
-    entry = AuditEntry(
-        org_id=org_id_of(org),
-        actor=who.email if who else SYSTEM_ACTOR,
-        actor_user_id=who.user_id if who else None,
-        actor_token_id=who.token_id if who else None,
-        action=AuditAction(action).value,
-        target=target,
-        stack=stack,
-        details=details,
-        via=origin.via.value,
-        request_id=origin.request_id,
+    await append_rows(
+        session,
+        _AUDIT_ENTRIES,
+        {
+            "org_id": org_id_of(org),
+            "created_at": utcnow(),
+            "actor": who.email if who else SYSTEM_ACTOR,
+            "actor_user_id": who.user_id if who else None,
+            "actor_token_id": who.token_id if who else None,
+            "action": AuditAction(action).value,
+            "target": target,
+            "stack": stack,
+            "details": details,
+            "via": origin.via.value,
+            "request_id": origin.request_id,
+        },
     )
-    # Inserted with the change's next flush or its commit: a flush of its own cost every change
-    # a round of the unit of work.
-    session.add(entry)
-    return entry

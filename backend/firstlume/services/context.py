@@ -8,12 +8,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
+from firstlume.db.append import append_rows
 from firstlume.db.engine import Database
+from firstlume.db.models import OutboxEvent
 from firstlume.protocol.events import Event, event_from
 from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
@@ -25,18 +28,29 @@ if TYPE_CHECKING:
     from firstlume.services.outbox import OutboxRelay
 
 log = logging.getLogger("firstlume.events")
+_OUTBOX = cast(Table, OutboxEvent.__table__)
 
 
 @dataclass
 class Unit:
     session: AsyncSession
     _events: list[tuple[str, Event]] = field(default_factory=list)
-    # Whether this unit wrote outbox rows, which the relay then publishes.
-    wrote_outbox: bool = False
+    # The outbox rows of this unit (services/outbox.py), inserted together just before it
+    # commits: nothing reads them back within the change, and a status change of many runs
+    # records one each.
+    outbox_rows: list[dict[str, Any]] = field(default_factory=list)
+    # The position in its stack's queue (1 = starts next) of each run this unit queued, counted
+    # when it was queued (transitions.py): the answer to starting a run reads it from here.
+    queue_positions: dict[str, int] = field(default_factory=dict)
     # Whether it wrote notification deliveries, which a sender then posts.
     wrote_notifications: bool = False
     # Whether it recorded an event for the schedulers (a run became startable or ended).
     wakes_scheduler: bool = False
+
+    @property
+    def wrote_outbox(self) -> bool:
+        """Whether this unit wrote outbox rows, which the relay then publishes."""
+        return bool(self.outbox_rows)
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -81,6 +95,8 @@ class Context:
         async with self.db.transaction() as session:
             unit.session = session
             yield unit
+            if unit.outbox_rows:
+                await append_rows(session, _OUTBOX, unit.outbox_rows)
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
         if unit.wakes_scheduler and self.wake_scheduler is not None:

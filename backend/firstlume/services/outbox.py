@@ -37,21 +37,22 @@ RETENTION = timedelta(days=7)
 
 
 def record(unit: Unit, event: Event, channels: list[str], *, notification: str | None = None) -> None:
-    """Adds `event` to the outbox in the unit's transaction: it is published once, and only if,
-    the unit commits."""
+    """Adds `event` to the outbox in the unit's transaction (written as it commits): it is
+    published once, and only if, the unit commits."""
     now = utcnow()
-    unit.session.add(
-        OutboxEvent(
-            created_at=now,
-            kind=event.type,
-            notification=notification,
-            channels=channels,
-            payload=event.model_dump(mode="json", exclude_none=True),
-            attempts=0,
-            available_at=now,
-        )
+    unit.outbox_rows.append(
+        {
+            "created_at": now,
+            "kind": event.type,
+            "notification": notification,
+            "channels": channels,
+            "payload": event.model_dump(mode="json", exclude_none=True),
+            "attempts": 0,
+            "available_at": now,
+            "published_at": None,
+            "last_error": None,
+        }
     )
-    unit.wrote_outbox = True
     if SCHEDULER_CHANNEL in channels:
         unit.wakes_scheduler = True
 

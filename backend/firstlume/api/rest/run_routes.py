@@ -39,6 +39,7 @@ async def start_run(request: Request) -> Response:
             [run],
             slugs={stack.id: stack.slug},
             known_emails={actor.user_id: actor.email},
+            known_positions=unit.queue_positions,
             just_queued=True,
         )
     return JSONResponse(run_json(details), status_code=201)
