@@ -213,3 +213,39 @@ async def test_a_stack_page_shows_starters_and_queue_positions_at_no_extra_state
         (2, tenant.email, 1),
         (1, tenant.email, None),
     ]
+
+
+async def test_a_stack_page_counts_its_total_in_its_own_statement(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, app_statements: StatementCounter
+) -> None:
+    # Asked for (directly or through a fragment), the total comes with the page's statement; it
+    # counts every run that passes the filters, on any page.
+    await _one_holding_three_queued(ctx, tenant)
+    page = """query($status: [RunStatus!], $after: String) { organization(slug: "acme") {
+      stack(slug: "net") { runs(first: 2, status: $status, after: $after) { %s } } } }"""
+    fragment = " fragment Total on RunConnection { totalCount }"
+
+    async def answer(selection: str, **variables: Any) -> tuple[int, dict[str, Any]]:
+        query = page % selection + (fragment if "...Total" in selection else "")
+        with app_statements.counting() as statements:
+            body = (
+                await client.post(
+                    "/graphql",
+                    json={"query": query, "variables": variables},
+                    headers=tenant.headers,
+                )
+            ).json()
+        assert not body.get("errors"), body["errors"]
+        read = [s for s in statements if s != "BEGIN"]
+        return len(read), body["data"]["organization"]["stack"]["runs"]
+
+    plain, _ = await answer("nodes { number }")
+    counted, runs = await answer("total: totalCount nodes { number }")
+    assert counted == plain == 4, app_statements.statements
+    assert (runs["total"], [n["number"] for n in runs["nodes"]]) == (4, [4, 3])
+    by_fragment, runs = await answer("...Total nodes { number }", status=["QUEUED"], after="4")
+    assert by_fragment == plain, app_statements.statements
+    assert (runs["totalCount"], [n["number"] for n in runs["nodes"]]) == (3, [3, 2])
+    # Past the last run the page is empty and says nothing of the total: it is counted apart.
+    past, runs = await answer("totalCount nodes { number }", after="1")
+    assert (runs["totalCount"], runs["nodes"], past) == (4, [], plain + 1)

@@ -93,6 +93,8 @@ class Loaders:
             # `queuePosition` then answer without a statement of their own.
             for user_id, email in extras.emails.items():
                 self.email.prime(user_id, email)
+            for count_key, total in extras.totals.items():
+                self.stack_run_count.prime(count_key, total)
             for page in pages:
                 for run in page:
                     if run.id in extras.positions:

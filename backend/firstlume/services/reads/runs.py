@@ -36,24 +36,28 @@ class RunFilter:
     types: tuple[RunType, ...] = ()
     triggers: tuple[TriggerKind, ...] = ()
 
-    def apply(self, query: Q) -> Q:
+    def apply(self, query: Q, runs: Any = Run) -> Q:
+        """`query` narrowed to the runs that pass; `runs` is the runs table or an alias of it."""
         if self.triggers:
-            query = query.where(Run.trigger_kind.in_(sorted(t.value for t in self.triggers)))
+            query = query.where(runs.trigger_kind.in_(sorted(t.value for t in self.triggers)))
         if self.statuses:
-            query = query.where(Run.status.in_(sorted(s.value for s in self.statuses)))
+            query = query.where(runs.status.in_(sorted(s.value for s in self.statuses)))
         if self.types:
-            query = query.where(Run.type.in_(sorted(t.value for t in self.types)))
+            query = query.where(runs.type.in_(sorted(t.value for t in self.types)))
         return query
 
 
 @dataclass(frozen=True)
 class RunPageKey:
-    """A page of one stack's runs, newest first: `limit` runs numbered below `before`."""
+    """A page of one stack's runs, newest first: `limit` runs numbered below `before`.
+    `counted`: the page's statement also counts the stack's runs that pass the filter (on any
+    page), for a view that shows the total beside the page (PageExtras.totals)."""
 
     stack_id: str
     limit: int
     before: int | None = None
     filter: RunFilter = field(default_factory=RunFilter)
+    counted: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ class PageExtras:
 
     emails: dict[str, str] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
+    # (stack id, filter) → how many of the stack's runs pass it: for the pages asked `counted`.
+    totals: dict[tuple[str, RunFilter], int] = field(default_factory=dict)
 
 
 async def stack_runs(
@@ -140,8 +146,9 @@ async def stack_runs(
 ) -> list[list[Run]]:
     """Pages of several stacks' histories, one statement per distinct page shape. With `extras`,
     a page of one stack also brings its starters' emails and queue positions into it."""
-    found: dict[RunPageKey, list[Run]] = {}
+    found: dict[tuple[str, int, int | None, RunFilter], list[Run]] = {}
     shapes: dict[tuple[int, int | None, RunFilter], list[str]] = defaultdict(list)
+    counted = {(key.stack_id, key.filter) for key in keys if key.counted}
     for key in keys:
         shapes[(key.limit, key.before, key.filter)].append(key.stack_id)
     for (limit, before, run_filter), stack_ids in shapes.items():
@@ -149,19 +156,25 @@ async def stack_runs(
             # One stack's page (a stack's page, most often): its newest runs by the (stack,
             # number) index, with no ranking of the stack's whole history.
             [stack_id] = stack_ids
+            counting = (stack_id, run_filter) in counted
             rows = await session.execute(
-                _one_stack_page(run_filter, before is not None),
+                _one_stack_page(run_filter, before is not None, counting),
                 {"stack_id": stack_id, "before": before, "limit": limit},
             )
             runs = []
-            for run, email, position in rows:
+            total = 0
+            for run, email, position, *count in rows:
                 runs.append(run)
+                total = count[0] if count else 0
                 if extras is not None:
                     if email is not None and run.created_by_id:
                         extras.emails[run.created_by_id] = email
                     if position is not None:
                         extras.positions[run.id] = int(position)
-            found[RunPageKey(stack_id, limit, before, run_filter)] = runs
+            if counting and extras is not None and (runs or before is None):
+                # An empty page past the cursor does not say how many came before it.
+                extras.totals[(stack_id, run_filter)] = int(total)
+            found[(stack_id, limit, before, run_filter)] = runs
             continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
         ranked = run_filter.apply(select(Run.id, rank).where(Run.stack_id.in_(stack_ids)))
@@ -175,17 +188,27 @@ async def stack_runs(
             .order_by(Run.stack_id, Run.number.desc())
         )
         for stack_id, group in zip(stack_ids, _grouped(ranked_rows, "stack_id", stack_ids), strict=True):
-            found[RunPageKey(stack_id, limit, before, run_filter)] = group
-    return [found[key] for key in keys]
+            found[(stack_id, limit, before, run_filter)] = group
+    return [found[(key.stack_id, key.limit, key.before, key.filter)] for key in keys]
 
 
 # Built once per shape of filter (a handful: the UI's tabs), like the other statements that
 # every page of runs reads: building one costs about as much as running it.
 @functools.lru_cache(maxsize=64)
-def _one_stack_page(run_filter: RunFilter, paged: bool) -> Select[Run, str | None, int | None]:
+def _one_stack_page(run_filter: RunFilter, paged: bool, counted: bool) -> Select[*tuple[Any, ...]]:
     # The starter's email and a queued run's position ride along: two statements fewer a page.
+    columns: list[Any] = [Run, _creator.email, case((Run.status == QUEUED, _AHEAD))]
+    if counted:
+        # Uncorrelated, so the database counts once for the page, and the page itself still
+        # stops at its limit in the (stack, number) index.
+        every = aliased(Run, name="every")
+        columns.append(
+            run_filter.apply(
+                select(func.count()).select_from(every).where(every.stack_id == bindparam("stack_id")), every
+            ).scalar_subquery()
+        )
     query = run_filter.apply(
-        select(Run, _creator.email, case((Run.status == QUEUED, _AHEAD)))
+        select(*columns)
         .outerjoin(_creator, _creator.id == Run.created_by_id)
         .where(Run.stack_id == bindparam("stack_id"))
     )

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from datetime import datetime
+from typing import Any
 
 import strawberry
 from strawberry import Private
+from strawberry.types import Info
 
 from firstlume.api.graphql.access import Member, Token, members_of, role_of, tokens_of
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
-from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.loaders import Loaders, known_or_awaited
+from firstlume.api.graphql.selections import selects
 from firstlume.api.graphql.types import drift as drift_types
 from firstlume.api.graphql.types.audit import AuditConnection, audit_of
 from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
@@ -257,9 +261,10 @@ class RunConnection:
     nodes: list[Run]
     page_info: PageInfo
 
-    @strawberry.field(description="How many of the stack's runs match the filters.")
-    async def total_count(self) -> int:
-        return await self.loaders.stack_run_count.load((self.stack_id, self.filter))
+    @strawberry.field(description="How many of the stack's runs match the filters.", graphql_type=int)
+    def total_count(self) -> int | Awaitable[int]:
+        # Counted by the page's own statement when the query asked for it (Stack.runs).
+        return known_or_awaited(self.loaders.stack_run_count, (self.stack_id, self.filter))
 
 
 @strawberry.type
@@ -306,6 +311,7 @@ class Stack:
     )
     async def runs(
         self,
+        info: Info[Any, None],
         first: int = DEFAULT_PAGE_SIZE,
         after: str | None = None,
         status: list[RunStatus] | None = None,
@@ -325,7 +331,10 @@ class Stack:
             types=tuple(RunType(t) for t in type or ()),
             triggers=tuple(TriggerKind(t) for t in trigger or ()),
         )
-        rows = await self.loaders.stack_runs.load(RunPageKey(self.row.id, first + 1, before, run_filter))
+        counted = selects(info, "totalCount")
+        rows = await self.loaders.stack_runs.load(
+            RunPageKey(self.row.id, first + 1, before, run_filter, counted=counted)
+        )
         page = rows[:first]
         # Known before the runs resolve, so that their `stack` and `createdBy` answer at once
         # (one read of the starters' emails for the page instead of a task per run).
