@@ -322,3 +322,41 @@ async def test_two_relays_publish_each_event_exactly_once(ctx: Context) -> None:
         await relay.db.dispose()
     assert sum(published) == len(events)
     assert sorted(received, key=lambda e: e.offset) == events  # type: ignore[union-attr]
+
+
+async def test_a_burst_of_commits_is_published_in_few_passes_each_event_once_in_order(ctx: Context) -> None:
+    # Passes are paced: commits in quick succession kick a relay that has just run, and their
+    # events go out together in its next pass, not one pass (a transaction and a NOTIFY) each.
+    from firstlume.services import outbox
+    from firstlume.services.outbox import OutboxRelay
+
+    class CountingRelay(OutboxRelay):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.batches: list[int] = []
+
+        async def _pass(self) -> tuple[int, bool]:
+            published, full = await super()._pass()
+            if published:
+                self.batches.append(published)
+            return published, full
+
+    assert ctx.relay is None  # this context has no relay of its own: the test's is the only one
+    ctx.relay = relay = CountingRelay(ctx.db, ctx.pubsub, interval=30, pace=1.0)
+    events = [LogAppended(run_id="r2", step="plan", offset=i, end=i + 1) for i in range(10)]
+    async with ctx.pubsub.subscribe("run_r2") as heard:
+        await relay.start()
+        try:
+            for event in events:
+                async with ctx.unit() as unit:  # each commit kicks the relay
+                    outbox.record(unit, event, ["run_r2"])
+            received = []
+            while len(received) < len(events):
+                event = await heard.next(seconds=10)
+                assert event is not None, f"only {len(received)} events arrived"
+                received.append(event)
+            assert heard.pending() == []
+        finally:
+            await relay.stop()
+    assert received == events
+    assert sum(relay.batches) == len(events) and len(relay.batches) <= 2, relay.batches
