@@ -500,3 +500,72 @@ def test_firstlume_sensitive_values_are_masked_though_the_plan_marks_nothing() -
     assert shown.count("(sensitive)") == 4
     # Without them, the same plan shows every value: the masking is theirs.
     assert "pw-leaf-secret" in json.dumps([dataclasses.asdict(c) for c in changes_from_plan(plan)])
+
+
+def test_a_known_secret_deep_in_an_unmarked_map_is_masked_and_clean_maps_are_shown_whole() -> None:
+    # Unmarked maps and lists are searched whole first: one holding a known secret (exactly, or
+    # inside a longer string) is rebuilt with it masked; the others are shown as they are.
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={
+                "nested": {"l": [{"k": "old", "n": 1}], "s": "x"},
+                "clean": {"l": [1, 2.5, True, None, "a"]},
+                "number": {"port": 5432, "flag": True},
+            },
+            after={
+                "nested": {"l": [{"k": "in-the-mid-hunter2-dle", "n": 1}], "s": "x"},
+                "clean": {"l": [1, 2.5, False, None, "b"]},
+                "number": {"port": 6543, "flag": True},
+            },
+        ),
+        variables={"pw": {"value": "hunter2"}, "port": {"value": 6543}},
+        configuration={
+            "root_module": {"variables": {"pw": {"sensitive": True}, "port": {"sensitive": True}}}
+        },
+    )
+    attrs = _attrs(change)
+    assert attrs["nested"].after == {"l": [{"k": SENSITIVE, "n": 1}], "s": "x"}
+    assert attrs["nested"].before == {"l": [{"k": "old", "n": 1}], "s": "x"}
+    assert attrs["clean"].after == {"l": [1, 2.5, False, None, "b"]}
+    # A number marked sensitive elsewhere is masked; a boolean never is (True == 1 all the same).
+    assert attrs["number"].after == {"port": SENSITIVE, "flag": True}
+    assert "hunter2" not in _dump([change]) and "6543" not in _dump([change])
+
+
+def test_marks_that_mark_nothing_show_the_value_and_unknowns_past_a_list_add_places() -> None:
+    # Terraform writes `{}` and `[{}, {}]` marks for most values: they mask nothing. Unknowns
+    # past the end of a list add their places, as known after apply.
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"rules": [{"p": 1}, {"p": 2}], "tags": {"a": "1"}, "ids": ["i-1"], "more": ["x"]},
+            after={"rules": [{"p": 1}, {"p": 3}], "tags": {"a": "2"}, "ids": ["i-1"], "more": ["m"]},
+            before_sensitive={"rules": [{}, {"p": False}], "tags": {}, "ids": [False]},
+            after_sensitive={"rules": [{}, {}], "tags": {}, "ids": [False]},
+            after_unknown={"rules": [{}, {}], "tags": {}, "ids": [False, True], "more": [False, {}]},
+        )
+    )
+    attrs = _attrs(change)
+    assert attrs["rules"] == AttributeChange("rules", [{"p": 1}, {"p": 2}], [{"p": 1}, {"p": 3}], False)
+    assert attrs["tags"] == AttributeChange("tags", {"a": "1"}, {"a": "2"}, False)
+    assert attrs["ids"] == AttributeChange("ids", ["i-1"], ["i-1", UNKNOWN], False)
+    # Places past the end that nothing marks unknown are still places: empty ones.
+    assert attrs["more"] == AttributeChange("more", ["x"], ["m", None], False)
+
+
+def test_a_value_that_reads_sensitive_as_text_is_compared_like_a_masked_one() -> None:
+    # A literal "(sensitive)" on one side and a masked secret on the other: their values differ,
+    # and the change says so, as when both were masked.
+    change = _one(
+        _rc(
+            "x_y.a",
+            ["update"],
+            before={"v": "(sensitive)"},
+            after={"v": "real-secret"},
+            after_sensitive={"v": True},
+        )
+    )
+    assert change.attributes == (AttributeChange("v", SENSITIVE, SENSITIVE_CHANGED, False),)
