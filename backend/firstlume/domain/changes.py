@@ -278,9 +278,11 @@ def _flag_changed_secrets(shown_b: Any, shown_a: Any, raw_b: Any, raw_a: Any) ->
     return shown_a
 
 
-def _gather(value: dict[str, Any] | list[Any], texts: list[str], numbers: list[int | float]) -> None:
-    """The strings and numbers (not booleans) at the leaves of `value`, appended."""
-    for item in value.values() if type(value) is dict else value:  # type: ignore[union-attr]
+def _gather(value: Any, texts: list[str], numbers: list[int | float]) -> None:
+    """The strings and numbers (not booleans) at the leaves of `value` (a map or a list),
+    appended. Its items are Any: a parsed plan, checked by type here."""
+    item: Any
+    for item in value.values() if type(value) is dict else value:
         kind = type(item)
         if kind is str:
             texts.append(item)
