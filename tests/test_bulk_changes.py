@@ -3,14 +3,16 @@ value reads back as it was given, and the rows belong to their transaction like 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from conftest import Tenant, make_stack
-from firstlume.db.bulk import CHANGE_COLUMNS, insert_changes
+from firstlume.db.bulk import CHANGE_COLUMNS, change_records, insert_change_records, insert_changes
 from firstlume.db.models import ResourceChange
+from firstlume.domain.changes import changes_from_plan
 from firstlume.services.context import Context
 from support.runs import start
 
@@ -103,3 +105,53 @@ async def test_changes_are_not_written_outside_a_transaction(ctx: Context, tenan
                 await insert_changes(session, [{"run_id": run_id, **change(0)}])
     async with ctx.db.read() as session:
         assert await session.scalar(select(func.count()).where(ResourceChange.run_id == run_id)) == 0
+
+
+async def test_rows_made_from_a_plans_changes_read_back_as_the_changes(ctx: Context, tenant: Tenant) -> None:
+    # The upload's path: rows made straight from the domain's changes (their attributes encoded
+    # as the objects they are, by orjson, or by json beyond 64-bit integers) read back as dicts.
+    run_id = await _run(ctx, tenant)
+    plan = {
+        "resource_changes": [
+            {
+                "address": "x_y.a",
+                "mode": "managed",
+                "type": "x_y",
+                "change": {
+                    "actions": ["delete", "create"],
+                    "before": {"n": 2**70, "s": "é€", "l": [1, None]},
+                    "after": {"n": 1, "s": "é€", "l": [2]},
+                    "replace_paths": [["n"]],
+                },
+            },
+            {
+                "address": "x_y.b",
+                "mode": "managed",
+                "type": "x_y",
+                "change": {"actions": ["create"], "before": None, "after": {"v": "x"}},
+            },
+        ]
+    }
+    changes = changes_from_plan(plan)
+    async with ctx.unit() as unit:
+        await insert_change_records(unit.session, change_records(run_id, changes))
+    async with ctx.db.read() as session:
+        stored = (
+            await session.scalars(
+                select(ResourceChange)
+                .where(ResourceChange.run_id == run_id)
+                .order_by(ResourceChange.position)
+            )
+        ).all()
+    assert [(s.address, s.action, s.attributes, s.replaced_because, s.stages, s.state) for s in stored] == [
+        (
+            c.address,
+            c.action,
+            [dataclasses.asdict(a) for a in c.attributes],
+            list(c.replaced_because),
+            [{"action": action, "state": None} for action in c.stage_order],
+            None,
+        )
+        for c in changes
+    ]
+    assert stored[0].attributes[1] == {"name": "n", "before": 2**70, "after": 1, "forces_replacement": True}

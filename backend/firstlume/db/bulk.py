@@ -8,12 +8,14 @@ change of a run means rewriting that list inside the UPDATE, with each dialect's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import ResourceChange
+from firstlume.domain.changes import Change
 from firstlume.domain.json_output import dumps_text
 from firstlume.domain.runs import ResourceState
 
@@ -102,18 +104,58 @@ CHANGE_COLUMNS = (
     "attributes", "replaced_because", "state", "error", "stages",
 )  # fmt: skip
 _JSON_COLUMNS = frozenset({"attributes", "replaced_because", "stages"})
+_INSERT_RECORDS = (
+    f"INSERT INTO {ResourceChange.__tablename__} ({', '.join(CHANGE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in CHANGE_COLUMNS)})"
+)
+
+ChangeRecord = tuple[Any, ...]
+
+
+def change_records(run_id: str, changes: Sequence[Change]) -> list[ChangeRecord]:
+    """The rows of a plan's new changes, in CHANGE_COLUMNS' order, their JSON columns already
+    text. Pure: made on the thread that worked the changes out, and straight from them (the
+    encoder writes a change's attributes as the objects they are), not through a dict per row."""
+    return [
+        (
+            run_id,
+            position,
+            change.address,
+            change.type,
+            change.unit,
+            change.action,
+            dumps_text(change.attributes),
+            dumps_text(change.replaced_because),
+            None,
+            None,
+            dumps_text([{"action": action, "state": None} for action in change.stage_order]),
+        )
+        for position, change in enumerate(changes)
+    ]
 
 
 async def insert_changes(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
-    """Writes a plan's changes (dicts of CHANGE_COLUMNS) in the session's transaction. On
-    PostgreSQL by COPY: 8,334 changes took 510 ms as multi-row INSERTs, whose parameters
-    SQLAlchemy processes one by one, and take a tenth of that as one COPY. JSON columns are
-    written as text by the same encoder as every other JSON column (the engine's)."""
-    if not rows:
+    """Writes changes given as dicts of CHANGE_COLUMNS (JSON columns as values): see
+    insert_change_records."""
+    await insert_change_records(
+        session,
+        [
+            tuple(dumps_text(row[name]) if name in _JSON_COLUMNS else row[name] for name in CHANGE_COLUMNS)
+            for row in rows
+        ],
+    )
+
+
+async def insert_change_records(session: AsyncSession, records: list[ChangeRecord]) -> None:
+    """Writes a plan's changes (change_records) in the session's transaction. On PostgreSQL by
+    COPY: 8,334 changes took 510 ms as multi-row INSERTs, whose parameters SQLAlchemy processes
+    one by one, and take a tenth of that as one COPY. On SQLite by the driver's executemany. JSON
+    columns go in as the text made by the same encoder as every other JSON column (the engine's)."""
+    if not records:
         return
     connection = await session.connection()
     if connection.dialect.name != "postgresql":
-        await session.execute(insert(ResourceChange), rows)
+        await connection.exec_driver_sql(_INSERT_RECORDS, records)
         return
     driver = (await connection.get_raw_connection()).driver_connection
     if driver is not None and not driver.is_in_transaction():
@@ -122,8 +164,4 @@ async def insert_changes(session: AsyncSession, rows: list[dict[str, Any]]) -> N
         await connection.exec_driver_sql("SELECT 1")
     if driver is None or not driver.is_in_transaction():
         raise RuntimeError("insert_changes writes in a transaction, not in an autocommit session")
-    records = [
-        tuple(dumps_text(row[name]) if name in _JSON_COLUMNS else row[name] for name in CHANGE_COLUMNS)
-        for row in rows
-    ]
     await driver.copy_records_to_table(ResourceChange.__tablename__, records=records, columns=CHANGE_COLUMNS)
