@@ -112,10 +112,11 @@ _INSERT_RECORDS = (
 ChangeRecord = tuple[Any, ...]
 
 
-def change_records(run_id: str, changes: Sequence[Change]) -> list[ChangeRecord]:
+def change_records(run_id: str, changes: Sequence[Change], first: int = 0) -> list[ChangeRecord]:
     """The rows of a plan's new changes, in CHANGE_COLUMNS' order, their JSON columns already
     text. Pure: made on the thread that worked the changes out, and straight from them (the
-    encoder writes a change's attributes as the objects they are), not through a dict per row."""
+    encoder writes a change's attributes as the objects they are), not through a dict per row.
+    `first`: the position of the first of `changes` in the plan."""
     return [
         (
             run_id,
@@ -130,7 +131,7 @@ def change_records(run_id: str, changes: Sequence[Change]) -> list[ChangeRecord]
             None,
             dumps_text([{"action": action, "state": None} for action in change.stage_order]),
         )
-        for position, change in enumerate(changes)
+        for position, change in enumerate(changes, first)
     ]
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,9 +140,13 @@ def classify(actions: Iterable[str]) -> tuple[str, tuple[str, ...]] | None:
 def changes_from_plan(plan: Mapping[str, Any], unit: str = ".", secrets: Iterable[Any] = ()) -> list[Change]:
     """`secrets`: values Firstlume holds as sensitive (a string, a number, or a JSON value whose
     every leaf is one), masked wherever they show, whether Terraform marks them or not."""
+    return list(iter_changes(plan, unit, secrets))
+
+
+def iter_changes(plan: Mapping[str, Any], unit: str = ".", secrets: Iterable[Any] = ()) -> Iterator[Change]:
+    """changes_from_plan one change at a time, for a caller that writes them as they come."""
     resource_changes = plan.get("resource_changes") or ()
     scrub = _Scrubber(plan, secrets)
-    result: list[Change] = []
     for rc in resource_changes:
         if rc.get("mode") == "data":
             continue
@@ -156,20 +160,17 @@ def changes_from_plan(plan: Mapping[str, Any], unit: str = ".", secrets: Iterabl
         address = rc["address"]
         if rc.get("deposed"):
             address = f"{address} (deposed object {rc['deposed']})"
-        result.append(
-            Change(
-                address=address,
-                type=rc.get("type", ""),
-                unit=unit,
-                action=action,
-                attributes=_attribute_changes(change, forcing, scrub),
-                replaced_because=_replaced_because(replace_paths, rc.get("action_reason"), scrub)
-                if action == "replace"
-                else (),
-                stage_order=stage_order,
-            )
+        yield Change(
+            address=address,
+            type=rc.get("type", ""),
+            unit=unit,
+            action=action,
+            attributes=_attribute_changes(change, forcing, scrub),
+            replaced_because=_replaced_because(replace_paths, rc.get("action_reason"), scrub)
+            if action == "replace"
+            else (),
+            stage_order=stage_order,
         )
-    return result
 
 
 def _replaced_because(paths: Iterable[Any], reason: Any, scrub: _Scrubber) -> tuple[str, ...]:

@@ -3,7 +3,6 @@ token valid for one phase of one run; everything here checks that the run is sti
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from typing import Any
@@ -12,7 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token
-from firstlume.db.bulk import ChangeRecord, change_records, count_failed_resources, insert_change_records
+from firstlume.db.bulk import count_failed_resources
 from firstlume.db.models import (
     LogChunk,
     Organization,
@@ -27,7 +26,7 @@ from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain import json_output
-from firstlume.domain.changes import Change, changes_from_plan, summarize
+from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
@@ -61,6 +60,7 @@ from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
+from firstlume.services.plan_changes import PlanChanges
 from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import set_step
 from firstlume.services.transitions import change_status
@@ -230,12 +230,10 @@ async def store_plan(
     plan_file, plan_json, lock_file = upload.plan_file_b64, upload.plan_json, upload.lock_file
     variables = [v.model_dump(mode="json") for v in upload.variables]
     secrets = await _sensitive_values(ctx, session, run, upload)
-    # Pure Python, a quarter of a second for a plan of 10,000 resources (the changes, then their
-    # rows): on a thread, the event loop keeps answering meanwhile (the interpreter switches every
-    # few milliseconds), where it would otherwise stall every request, probe and live log of the
-    # process. Meanwhile the sealed plan is written: the database's time (16 MB, a tenth of a
-    # second), not the interpreter's.
-    computing = asyncio.ensure_future(asyncio.to_thread(_changes_and_records, run.id, plan_json, secrets))
+    # The changes are worked out on a thread (services/plan_changes.py) while the sealed plan is
+    # written: the database's time (16 MB, a tenth of a second), not the interpreter's.
+    computing = PlanChanges(run.id, plan_json, secrets)
+    computing.start()
     try:
         keyring = ctx.keyring
         session.add(
@@ -252,14 +250,13 @@ async def store_plan(
         )
         await session.flush()
     except BaseException:
-        # The write failed: its error is the answer, once the thread is done (it cannot be stopped).
-        await asyncio.gather(computing, return_exceptions=True)
+        # The write failed: its error is the answer, once the thread is done.
+        await computing.abandon()
         raise
     try:
-        changes, records = await computing
+        changes = await computing.write(session)
     except (AttributeError, KeyError, TypeError, ValueError) as error:  # a shape no plan has
         raise InvalidRequest(f"'plan_json' is not a Terraform plan: {error}.", field="plan_json") from None
-    await insert_change_records(session, records)
     await record_planned_serials(session, run, plan_file)
     summary = summarize(changes)
     run.summary_delete, run.summary_replace = summary.delete, summary.replace
@@ -278,24 +275,6 @@ async def _sensitive_values(ctx: Context, session: AsyncSession, run: Run, uploa
     if stack is not None:
         values += [v.value for v in await effective_variables(session, ctx.keyring, stack) if v.sensitive]
     return values
-
-
-def _changes_and_records(
-    run_id: str, plan_json: dict[str, Any], secrets: list[Any]
-) -> tuple[list[Change], list[ChangeRecord]]:
-    """The plan's changes, and their rows ready to write: both on the computing thread."""
-    changes = _changes_of_units(plan_json, secrets)
-    return changes, change_records(run_id, changes)
-
-
-def _changes_of_units(plan_json: dict[str, Any], secrets: list[Any]) -> list[Change]:
-    """One Terraform root's plan, or Terragrunt `run --all` plans keyed by unit path."""
-    units = plan_json.get("terragrunt_units")
-    plans = sorted(units.items()) if isinstance(units, dict) else [(".", plan_json)]
-    for _, plan in plans:
-        if not isinstance(plan, dict) or not isinstance(plan.get("format_version"), str):
-            raise ValueError("it has no format_version, as `show -json` output always does")
-    return [change for unit, plan in plans for change in changes_from_plan(plan, unit=unit, secrets=secrets)]
 
 
 async def _artifact(session: AsyncSession, run: Run) -> PlanArtifact:
