@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from sqlalchemy import update
 
-from conftest import Tenant, make_stack
+from conftest import Tenant, make_stack, make_tenant
 from firstlume.db.models import Run
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, RunStatus
 from firstlume.services import dispatch
@@ -204,9 +204,9 @@ async def test_a_stack_page_shows_starters_and_queue_positions_at_no_extra_state
 
     plain, _ = await statements_for("status")
     shown, nodes = await statements_for("status createdBy queuePosition")
-    # The caller, the organization, the stack and the page: no statement for the starters' emails
-    # or the queue positions.
-    assert shown == plain == 4, app_statements.statements
+    # The caller, the organization with the stack, and the page: no statement for the starters'
+    # emails or the queue positions.
+    assert shown == plain == 3, app_statements.statements
     assert [(n["number"], n["createdBy"], n["queuePosition"]) for n in nodes] == [
         (4, tenant.email, 3),
         (3, tenant.email, 2),
@@ -241,7 +241,7 @@ async def test_a_stack_page_counts_its_total_in_its_own_statement(
 
     plain, _ = await answer("nodes { number }")
     counted, runs = await answer("total: totalCount nodes { number }")
-    assert counted == plain == 4, app_statements.statements
+    assert counted == plain == 3, app_statements.statements
     assert (runs["total"], [n["number"] for n in runs["nodes"]]) == (4, [4, 3])
     by_fragment, runs = await answer("...Total nodes { number }", status=["QUEUED"], after="4")
     assert by_fragment == plain, app_statements.statements
@@ -249,3 +249,35 @@ async def test_a_stack_page_counts_its_total_in_its_own_statement(
     # Past the last run the page is empty and says nothing of the total: it is counted apart.
     past, runs = await answer("totalCount nodes { number }", after="1")
     assert (runs["totalCount"], runs["nodes"], past) == (4, [], plain + 1)
+
+
+async def test_a_stack_is_read_with_its_organization_in_one_statement(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, app_statements: StatementCounter
+) -> None:
+    # A query about one stack of an organization reads both at once; another stack in the same
+    # query, a missing one, and an organization the caller is not in still answer rightly.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    await make_stack(ctx, tenant, {"slug": "db", "repository": "file:///repo"})
+    await make_tenant(ctx, "globex", "grace@example.com")
+
+    async def answer(query: str, **variables: Any) -> tuple[int, dict[str, Any]]:
+        with app_statements.counting() as statements:
+            body = (
+                await client.post(
+                    "/graphql", json={"query": query, "variables": variables}, headers=tenant.headers
+                )
+            ).json()
+        assert not body.get("errors"), body["errors"]
+        return len([s for s in statements if s != "BEGIN"]), body["data"]
+
+    one = 'query($s: String!) { organization(slug: "acme") { slug stack(slug: $s) { slug name } } }'
+    count, data = await answer(one, s="net")
+    assert data == {"organization": {"slug": "acme", "stack": {"slug": "net", "name": "net"}}}
+    assert count == 2, app_statements.statements  # the caller; the organization with its stack
+    count, data = await answer(one, s="nope")
+    assert data == {"organization": {"slug": "acme", "stack": None}} and count == 2
+    two = 'query { organization(slug: "acme") { a: stack(slug: "net") { slug } b: stack(slug: "db") { slug } } }'
+    count, data = await answer(two)
+    assert data == {"organization": {"a": {"slug": "net"}, "b": {"slug": "db"}}} and count == 4
+    outsider = 'query { organization(slug: "globex") { stack(slug: "net") { slug } } }'
+    assert (await answer(outsider))[1] == {"organization": None}

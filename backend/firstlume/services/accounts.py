@@ -228,6 +228,26 @@ async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organizatio
     return org
 
 
+_ORG_OF_MEMBER_AND_STACK = _ORG_OF_MEMBER.add_columns(Stack).outerjoin(
+    Stack, and_(Stack.org_id == Organization.id, Stack.slug == bindparam("stack"))
+)
+
+
+async def org_and_stack_for(
+    session: AsyncSession, actor: Actor, slug: str, stack_slug: str
+) -> tuple[Organization, Stack | None]:
+    """org_for and the organization's stack `stack_slug` (None when it has none), in one statement."""
+    row = (
+        await session.execute(
+            _ORG_OF_MEMBER_AND_STACK, {"slug": slug, "user_id": actor.user_id, "stack": stack_slug}
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"No organization '{slug}'.")
+    audit.bind_actor(session, actor)
+    return row[0], row[1]
+
+
 async def orgs_of(session: AsyncSession, actor: Actor) -> list[Organization]:
     return list(
         await session.scalars(

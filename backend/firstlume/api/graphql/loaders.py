@@ -40,6 +40,9 @@ class Loaders:
     def __init__(self, ctx: Context, reads: ReadScope | None = None) -> None:
         self.ctx = ctx
         self.reads = reads if reads is not None else ReadScope(ctx.db, shared=False)
+        # Stacks read with their organization, by (organization id, slug), None when there is no
+        # such stack (Query.organization, for Organization.stack).
+        self.stacks_by_slug: dict[tuple[str, str], Stack | None] = {}
 
     # Each loader is made when first used: an operation uses a few of them.
 

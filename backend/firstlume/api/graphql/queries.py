@@ -6,6 +6,7 @@ import strawberry
 from strawberry.types import Info
 
 from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.selections import arguments_of
 from firstlume.api.graphql.types import Organization, Viewer
 from firstlume.domain.errors import NotFound
 from firstlume.services import accounts
@@ -30,9 +31,17 @@ class Query:
     async def organization(self, info: Info[GraphQLContext, None], slug: str) -> Organization | None:
         actor = info.context.require_actor()
         loaders = info.context.loaders()
+        # A query about one stack of the organization (a stack's page) reads it in the same
+        # statement as the organization.
+        stack_slugs = {args.get("slug") for args in arguments_of(info, "stack")}
+        stack_slug = stack_slugs.pop() if len(stack_slugs) == 1 else None
         try:
             async with loaders.reads.session() as session:
-                org = await accounts.org_for(session, actor, slug)
+                if isinstance(stack_slug, str):
+                    org, stack = await accounts.org_and_stack_for(session, actor, slug, stack_slug)
+                    loaders.stacks_by_slug[(org.id, stack_slug)] = stack
+                else:
+                    org = await accounts.org_for(session, actor, slug)
         except NotFound:
             return None
         return Organization(row=org, loaders=loaders)

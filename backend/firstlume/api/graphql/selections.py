@@ -16,6 +16,24 @@ def selects(info: Info[Any, None], name: str) -> bool:
     return any(_has(field.selections, name) for field in info.selected_fields)
 
 
+def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
+    """The arguments (variables filled in) of each sub-field `name` of the field being resolved,
+    directly or through fragments."""
+    found: list[dict[str, Any]] = []
+    for field in info.selected_fields:
+        _collect(field.selections, name, found)
+    return found
+
+
+def _collect(selections: Iterable[Selection], name: str, found: list[dict[str, Any]]) -> None:
+    for selection in selections:
+        if isinstance(selection, SelectedField):
+            if selection.name == name:
+                found.append(selection.arguments)
+        else:
+            _collect(selection.selections, name, found)
+
+
 def _has(selections: Iterable[Selection], name: str) -> bool:
     for selection in selections:
         if isinstance(selection, SelectedField):

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Folder, Stack
@@ -62,8 +62,12 @@ async def subfolders(session: AsyncSession, parent_ids: Sequence[str]) -> list[l
     return _grouped(rows, "parent_id", parent_ids)
 
 
+# Built once: a stack's page reads it on every request.
+_STACK_BY_SLUG = select(Stack).where(Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"))
+
+
 async def stack_by_slug(session: AsyncSession, org_id: str, slug: str) -> Stack | None:
-    return await session.scalar(select(Stack).where(Stack.org_id == org_id, Stack.slug == slug))
+    return await session.scalar(_STACK_BY_SLUG, {"org_id": org_id, "slug": slug})
 
 
 async def folder_by_path(session: AsyncSession, org_id: str, path: str) -> Folder | None:

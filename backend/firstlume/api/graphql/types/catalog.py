@@ -145,8 +145,12 @@ class Organization:
 
     @strawberry.field
     async def stack(self, slug: str) -> Stack | None:
-        async with self.loaders.reads.session() as session:
-            row = await catalog_reads.stack_by_slug(session, self.row.id, slug)
+        key = (self.row.id, slug)
+        if key in self.loaders.stacks_by_slug:  # read with the organization
+            row = self.loaders.stacks_by_slug[key]
+        else:
+            async with self.loaders.reads.session() as session:
+                row = await catalog_reads.stack_by_slug(session, self.row.id, slug)
         if row is None:
             return None
         self.loaders.seen([row])
