@@ -292,3 +292,35 @@ async def test_switching_the_trigger_on_by_patch_takes_the_current_head_as_basel
     assert missing.status_code == 404
     stack = (await client.get(f"{o}/stacks/net", headers=tenant.headers)).json()
     assert (stack["trigger"], stack["path"]) == ("apply", "infra")
+
+
+async def test_a_poll_that_finds_a_stack_without_its_baseline_takes_it_silently(
+    ctx: Context, client: httpx.AsyncClient, tenant: Tenant, origin: tuple[Path, str]
+) -> None:
+    # Between a stack's creation and its baseline (read from the server just after), a poll of
+    # another replica may see it first: the head becomes the baseline, as the creation would have
+    # made it, and no delivery is logged for it. The next commit is logged and starts a run.
+    from sqlalchemy import update
+
+    from firstlume.db.models import Stack
+
+    work, url = origin
+    await triggered_stack(client, tenant, url)
+    async with ctx.unit() as unit:
+        await unit.session.execute(update(Stack).values(git_seen_commit=None))
+    [outcome] = await poll_once(ctx, cache_of(ctx))
+    assert outcome.runs == [] and "it is the baseline" in outcome.ignored[0]["reason"]
+
+    async def deliveries() -> list[dict[str, Any]]:
+        answer = await client.get(f"/api/v1/orgs/{tenant.org}/git/deliveries", headers=tenant.headers)
+        return answer.json()["deliveries"]  # type: ignore[no-any-return]
+
+    assert await deliveries() == []
+    assert await poll_once(ctx, cache_of(ctx)) == []  # the baseline is taken: nothing moves
+
+    head = commit_files(work, {"infra/main.tf": MAIN_TF + "# v2\n"}, "Change infra")
+    push(work, url, token=TOKEN)
+    [outcome] = await poll_once(ctx, cache_of(ctx))
+    [run] = await runs_of(client, tenant, "net")
+    assert outcome.runs == [run["id"]] and run["trigger"]["commit"] == head
+    assert [d["head"] for d in await deliveries()] == [head]

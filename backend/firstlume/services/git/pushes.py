@@ -59,7 +59,7 @@ class Outcome:
     runs: list[str] = field(default_factory=list)
     ignored: list[dict[str, str]] = field(default_factory=list)
     duplicate: bool = False
-    # Whether any stack's last seen head moved (a poll logs only those).
+    # Whether any stack's last seen head moved on from its baseline (a poll logs only those).
     advanced: bool = False
 
     def result(self) -> dict[str, Any]:
@@ -90,6 +90,8 @@ class _Decision:
     # Whether the stack's last seen head becomes this head (not for a manual stack, a head
     # already seen, or an older commit arriving late).
     move: bool = True
+    # Whether this head is the stack's first, its baseline: no commit came after one seen.
+    baseline: bool = False
 
 
 class _Duplicate(Exception):
@@ -145,7 +147,9 @@ async def _decide(cache: GitCache, sighting: Sighting, stack: StackView) -> _Dec
         return _Decision(stack, False, f"commit {short_sha(sighting.head)} was seen already", move=False)
     base = stack.seen or sighting.before
     if base is None:
-        return _Decision(stack, False, f"first head seen, {short_sha(sighting.head)}: it is the baseline")
+        return _Decision(
+            stack, False, f"first head seen, {short_sha(sighting.head)}: it is the baseline", baseline=True
+        )
     try:
         change = await asyncio.to_thread(
             fetch_change,
@@ -240,7 +244,9 @@ async def _apply(
             if moved.rowcount != 1:  # type: ignore[attr-defined]
                 lost.append(stack.id)
                 continue
-            outcome.advanced = True
+            # A poll that only takes a first head as a baseline logs nothing: that is what switching
+            # the trigger on does (polling.set_baseline), and a poll may get there first.
+            outcome.advanced = outcome.advanced or not decision.baseline
             if not decision.run:
                 outcome.ignored.append({"stack": stack.slug, "reason": decision.reason})
                 continue
