@@ -62,19 +62,24 @@ async def _run(ctx: Context, tenant: Tenant) -> str:
     return await start(ctx, tenant.token, tenant.org, "net", "plan")
 
 
-async def test_every_value_of_a_change_reads_back_as_it_was_written(ctx: Context, tenant: Tenant) -> None:
-    run_id = await _run(ctx, tenant)
-    rows = [{"run_id": run_id, **row} for row in ODD_VALUES]
-    async with ctx.unit() as unit:
-        await insert_changes(unit.session, rows)
+async def _stored(ctx: Context, run_id: str) -> list[ResourceChange]:
+    """The run's changes as read back, in plan order."""
     async with ctx.db.read() as session:
-        stored = (
+        return list(
             await session.scalars(
                 select(ResourceChange)
                 .where(ResourceChange.run_id == run_id)
                 .order_by(ResourceChange.position)
             )
-        ).all()
+        )
+
+
+async def test_every_value_of_a_change_reads_back_as_it_was_written(ctx: Context, tenant: Tenant) -> None:
+    run_id = await _run(ctx, tenant)
+    rows = [{"run_id": run_id, **row} for row in ODD_VALUES]
+    async with ctx.unit() as unit:
+        await insert_changes(unit.session, rows)
+    stored = await _stored(ctx, run_id)
     assert [{name: getattr(s, name) for name in CHANGE_COLUMNS} for s in stored] == rows
     assert len({s.id for s in stored}) == 3  # ids from the table's own sequence
 
@@ -135,14 +140,7 @@ async def test_rows_made_from_a_plans_changes_read_back_as_the_changes(ctx: Cont
     changes = changes_from_plan(plan)
     async with ctx.unit() as unit:
         await insert_change_records(unit.session, change_records(run_id, changes))
-    async with ctx.db.read() as session:
-        stored = (
-            await session.scalars(
-                select(ResourceChange)
-                .where(ResourceChange.run_id == run_id)
-                .order_by(ResourceChange.position)
-            )
-        ).all()
+    stored = await _stored(ctx, run_id)
     assert [(s.address, s.action, s.attributes, s.replaced_because, s.stages, s.state) for s in stored] == [
         (
             c.address,

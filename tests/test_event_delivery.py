@@ -32,7 +32,7 @@ from conftest import (
 from firstlume.db.models import OutboxEvent, ResourceChange, Run, RunStep
 from firstlume.domain.runs import ResourceState, RunStatus, StepStatus
 from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
-from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, org_runs_channel
+from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, Subscription, org_runs_channel
 from firstlume.services import accounts, catalog
 from firstlume.services.context import Context
 from firstlume.settings import Settings
@@ -73,6 +73,17 @@ class Broker:
 
         pubsub.publish = publish  # type: ignore[method-assign]
         pubsub.publish_many = publish_many  # type: ignore[method-assign]
+
+
+async def exactly(heard: Subscription, count: int) -> list[Event]:
+    """`count` events, each waited for at most 10 s, and not one more already there."""
+    received: list[Event] = []
+    while len(received) < count:
+        event = await heard.next(seconds=10)
+        assert event is not None, f"only {len(received)} events arrived"
+        received.append(event)
+    assert heard.pending() == []
+    return received
 
 
 async def awaiting_approval(ctx: Context, tenant: Tenant) -> tuple[str, str]:
@@ -312,12 +323,7 @@ async def test_two_relays_publish_each_event_exactly_once(ctx: Context) -> None:
     relays = [OutboxRelay(Database(ctx.settings.database_url), ctx.pubsub, batch=50) for _ in range(2)]
     async with ctx.pubsub.subscribe("run_r1") as heard:
         published = await asyncio.gather(*(relay.publish_pending() for relay in relays))
-        received = []
-        while len(received) < len(events):
-            event = await heard.next(seconds=10)
-            assert event is not None, f"only {len(received)} events arrived"
-            received.append(event)
-        assert heard.pending() == []
+        received = await exactly(heard, len(events))
     for relay in relays:
         await relay.db.dispose()
     assert sum(published) == len(events)
@@ -350,12 +356,7 @@ async def test_a_burst_of_commits_is_published_in_few_passes_each_event_once_in_
             for event in events:
                 async with ctx.unit() as unit:  # each commit kicks the relay
                     outbox.record(unit, event, ["run_r2"])
-            received = []
-            while len(received) < len(events):
-                event = await heard.next(seconds=10)
-                assert event is not None, f"only {len(received)} events arrived"
-                received.append(event)
-            assert heard.pending() == []
+            received = await exactly(heard, len(events))
         finally:
             await relay.stop()
     assert received == events

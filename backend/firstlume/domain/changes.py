@@ -240,7 +240,7 @@ def _attribute_changes(
 
 
 def _children(marks: Any) -> Any:
-    """Marks as `_child` reads them: True (everything under it), a dict by name, or None."""
+    """Marks read by name: True (everything under it is marked), a dict by name, or None."""
     if marks is True:
         return True
     return marks if isinstance(marks, dict) else None
@@ -291,14 +291,6 @@ def _gather(value: Any, texts: list[str], numbers: list[int | float]) -> None:
             _gather(item, texts, numbers)
         elif kind is int or kind is float:
             numbers.append(item)
-
-
-def _child(marks: Any, name: str) -> Any:
-    if marks is True:
-        return True
-    if isinstance(marks, dict):
-        return marks.get(name)
-    return None
 
 
 def _any_true(marks: Any) -> bool:
@@ -408,13 +400,6 @@ class _Scrubber:
         gathered, then looked up in the set and the pattern at C speed) and, when it holds none,
         shown as it is; only one that does is rebuilt with its secrets masked."""
         kind = type(value)
-        if kind is str:  # the commonest leaf: checked here, without a call to `leaf`
-            if value and (value in self.secrets or (self.pattern is not None and self.pattern.search(value))):
-                self.masked += 1
-                return SENSITIVE
-            if value == SENSITIVE:  # the text itself: it reads as masked all the same
-                self.masked += 1
-            return value
         if kind is dict or kind is list:
             texts: list[str] = []
             numbers: list[int | float] = []

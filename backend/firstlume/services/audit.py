@@ -98,8 +98,8 @@ async def record(
     by_system: bool = False,
 ) -> None:
     """Inserts the audit row of a change in the change's transaction: it commits with the change
-    or not at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of the stack
-    concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
+    or not at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of
+    the stack concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
     actor, else "system"; `by_system` records "system" whoever is bound (a push, the schedule)."""
     details = dict(details or {})
     secrets = secret_keys_in(details)

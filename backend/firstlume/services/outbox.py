@@ -6,7 +6,8 @@ publishes it again at its next pass, so listeners treat events as "read again", 
 Events of different rows may arrive out of order when several processes relay at once.
 
 One relay runs per control-plane process (app.py's lifespan). It is kicked right after a commit
-that wrote outbox rows (its passes paced, see PACE) and also polls, for rows of other processes, of the CLI, and for retries.
+that wrote outbox rows (its passes paced, see PACE) and also polls, for rows of other processes,
+of the CLI, and for retries.
 On PostgreSQL, relays of several processes claim disjoint rows (FOR UPDATE SKIP LOCKED); SQLite
 has one process and one writer at a time. Published rows are kept for RETENTION (for the
 notification and audit consumers), then deleted.

@@ -59,16 +59,20 @@ class PlanChanges:
                 changes.append(change)
                 pending.append(change)
                 if len(pending) == SLICE:
-                    self._hand_over(loop, change_records(self.run_id, pending, len(changes) - SLICE))
+                    self._hand_over(loop, changes, pending)
                     pending = []
             if pending:
-                self._hand_over(loop, change_records(self.run_id, pending, len(changes) - len(pending)))
+                self._hand_over(loop, changes, pending)
         finally:
             # The end, or a failure (which `write` then raises from the thread's result).
             loop.call_soon_threadsafe(self._slices.put_nowait, None)
         return changes
 
-    def _hand_over(self, loop: asyncio.AbstractEventLoop, records: list[ChangeRecord]) -> None:
+    def _hand_over(
+        self, loop: asyncio.AbstractEventLoop, changes: list[Change], pending: list[Change]
+    ) -> None:
+        """The rows of `pending`, the last changes of `changes` so far, to the writing loop."""
+        records = change_records(self.run_id, pending, len(changes) - len(pending))
         loop.call_soon_threadsafe(self._slices.put_nowait, records)
 
 

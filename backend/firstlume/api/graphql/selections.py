@@ -13,7 +13,7 @@ from strawberry.types.nodes import SelectedField, Selection
 def selects(info: Info[Any, None], name: str) -> bool:
     """Whether the field being resolved has the sub-field `name` (its schema name, not an alias),
     directly or through fragments."""
-    return any(_has(field.selections, name) for field in info.selected_fields)
+    return bool(arguments_of(info, name))
 
 
 def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
@@ -31,14 +31,4 @@ def _collect(selections: Iterable[Selection], name: str, found: list[dict[str, A
             if selection.name == name:
                 found.append(selection.arguments)
         else:
-            _collect(selection.selections, name, found)
-
-
-def _has(selections: Iterable[Selection], name: str) -> bool:
-    for selection in selections:
-        if isinstance(selection, SelectedField):
-            if selection.name == name:
-                return True
-        elif _has(selection.selections, name):  # a fragment: its own selections
-            return True
-    return False
+            _collect(selection.selections, name, found)  # a fragment: its own selections

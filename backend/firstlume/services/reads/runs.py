@@ -157,23 +157,23 @@ async def stack_runs(
             # number) index, with no ranking of the stack's whole history.
             [stack_id] = stack_ids
             counting = (stack_id, run_filter) in counted
-            rows = await session.execute(
-                _one_stack_page(run_filter, before is not None, counting),
-                {"stack_id": stack_id, "before": before, "limit": limit},
-            )
-            runs = []
-            total = 0
-            for run, email, position, *count in rows:
-                runs.append(run)
-                total = count[0] if count else 0
-                if extras is not None:
+            rows = (
+                await session.execute(
+                    _one_stack_page(run_filter, before is not None, counting),
+                    {"stack_id": stack_id, "before": before, "limit": limit},
+                )
+            ).all()
+            runs = [row[0] for row in rows]
+            if extras is not None:
+                for run, email, position, *_ in rows:
                     if email is not None and run.created_by_id:
                         extras.emails[run.created_by_id] = email
                     if position is not None:
                         extras.positions[run.id] = int(position)
-            if counting and extras is not None and (runs or before is None):
-                # An empty page past the cursor does not say how many came before it.
-                extras.totals[(stack_id, run_filter)] = int(total)
+                if counting and (rows or before is None):
+                    # The count is the same on every row (uncorrelated). An empty page past the
+                    # cursor does not say how many came before it.
+                    extras.totals[(stack_id, run_filter)] = int(rows[0][3]) if rows else 0
             found[(stack_id, limit, before, run_filter)] = runs
             continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
