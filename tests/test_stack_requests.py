@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+from sqlalchemy import select
 
 from conftest import Tenant, make_stack, make_tenant
-from firstlume.services import accounts
+from firstlume.db.models import Run, Stack
+from firstlume.domain.runs import RunStatus, RunType, TriggerKind
+from firstlume.services import accounts, runs
 from firstlume.services.access.roles import Role
+from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 from support.statements import StatementCounter
 
@@ -69,3 +73,38 @@ async def test_concurrent_starts_each_answer_their_own_queue_position_without_re
     assert all(r.status_code == 201 for r in started), [r.text for r in started]
     positions = sorted((r.json()["number"], r.json()["queue_position"]) for r in started)
     assert positions == [(number, number) for number in range(3, 11)]
+
+
+async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_updates(
+    ctx: Context, tenant: Tenant
+) -> None:
+    # A started run is written by one Core INSERT (db/append.py insert_object), not the ORM's
+    # flush: the object must still come back complete (every column's default) and stay in the
+    # session, so that what the same change does to it afterwards is written too.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    counter = StatementCounter(ctx.db)
+    try:
+        with counter.counting() as statements:
+            async with ctx.unit() as unit:
+                actor = await accounts.authenticate(unit.session, tenant.token)
+                org = await accounts.org_for(unit.session, actor, tenant.org)
+                stack = await unit.session.scalar(select(Stack).where(Stack.org_id == org.id))
+                assert stack is not None
+                run = await runs.start_run(unit, actor, stack, StartRun(type=RunType.APPLY))
+                assert run in unit.session and run.id
+                assert (run.number, run.status, run.trigger_kind) == (1, RunStatus.QUEUED, TriggerKind.MANUAL)
+                assert (run.acknowledged, run.variables_used, run.failed_resource_addresses) == ([], [], [])
+                assert (run.has_plan, run.summary_create, run.failed_resource_count) == (False, 0, 0)
+                assert run.created_at is not None and run.created_at == run.updated_at
+                assert run.finished_at is None and run.approved_by_id is None
+                run.error = "changed within the same change"
+    finally:
+        counter.close()
+    inserts = [s for s in statements if s.lstrip().startswith("INSERT INTO runs")]
+    assert len(inserts) == 1, inserts
+    assert [s for s in statements if s.lstrip().startswith("UPDATE runs")], statements
+    async with ctx.db.read() as session:
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        assert (stored.number, stored.status, stored.error) == (1, RunStatus.QUEUED, run.error)
+        assert (stored.acknowledged, stored.has_plan, stored.created_at) == ([], False, run.created_at)

@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Row, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.append import append_rows
+from firstlume.db.append import append_rows, insert_object
 from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep
 from firstlume.db.types import utcnow
@@ -105,8 +105,7 @@ async def _insert(unit: Unit, run: Run, target: RunStatus, now: Any, values: dic
     run.updated_at = now
     for name, value in values.items():
         setattr(run, name, value)
-    unit.session.add(run)
-    await unit.session.flush()
+    await insert_object(unit.session, run)
 
 
 async def _compare_and_set(
