@@ -10,7 +10,8 @@ import httpx
 from sqlalchemy import select
 
 from conftest import Tenant, make_stack, make_tenant
-from firstlume.db.models import Run, Stack
+from firstlume.db.models import OutboxEvent, Run, Stack
+from firstlume.db.models_audit import AuditEntry
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.services import accounts, runs
 from firstlume.services.access.roles import Role
@@ -78,7 +79,7 @@ async def test_concurrent_starts_each_answer_their_own_queue_position_without_re
 async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_updates(
     ctx: Context, tenant: Tenant
 ) -> None:
-    # A started run is written by one Core INSERT (db/append.py insert_object), not the ORM's
+    # A started run is written by a Core INSERT (services/transitions.py _insert), not the ORM's
     # flush: the object must still come back complete (every column's default) and stay in the
     # session, so that what the same change does to it afterwards is written too.
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
@@ -100,11 +101,26 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
                 run.error = "changed within the same change"
     finally:
         counter.close()
-    inserts = [s for s in statements if s.lstrip().startswith("INSERT INTO runs")]
+    inserts = [s for s in statements if "INSERT INTO runs " in s]
     assert len(inserts) == 1, inserts
+    histories = [s for s in statements if "INSERT INTO run_status_history " in s]
+    assert len(histories) == 1, histories
+    # On PostgreSQL the run's row and its first history row are one statement (one round trip).
+    assert (inserts == histories) is (not ctx.db.is_sqlite), inserts
+    assert unit.queue_positions == {run.id: 1}
+    # Its audit entry and its outbox event are written as the unit commits; on PostgreSQL in
+    # one statement.
+    audits = [s for s in statements if "INSERT INTO audit_entries " in s]
+    events = [s for s in statements if "INSERT INTO outbox " in s]
+    assert len(audits) == len(events) == 1, statements
+    assert (audits == events) is (not ctx.db.is_sqlite), audits
     assert [s for s in statements if s.lstrip().startswith("UPDATE runs")], statements
     async with ctx.db.read() as session:
         stored = await session.get(Run, run.id)
         assert stored is not None
         assert (stored.number, stored.status, stored.error) == (1, RunStatus.QUEUED, run.error)
         assert (stored.acknowledged, stored.has_plan, stored.created_at) == ([], False, run.created_at)
+        entry = await session.scalar(select(AuditEntry).where(AuditEntry.target == f"run:{run.id}"))
+        assert entry is not None and (entry.action, entry.actor) == ("run.start", tenant.email)
+        event = await session.scalar(select(OutboxEvent).where(OutboxEvent.kind == "status"))
+        assert event is not None and event.payload["run_id"] == run.id

@@ -25,6 +25,12 @@ def insert_into(table: Table) -> Insert:
     return insert(table)
 
 
+# Rows a unit (services/context.py) writes as it commits, all in one round trip: the audit
+# entries it recorded (services/audit.py) and its outbox events. A session without this key (not
+# a unit's) writes such rows at once.
+AT_COMMIT = "firstlume_rows_at_commit"
+
+
 async def append_rows(
     session: AsyncSession, table: Table, rows: dict[str, Any] | list[dict[str, Any]]
 ) -> None:
@@ -37,31 +43,80 @@ async def append_rows(
     await connection.execute(insert_into(table), rows)
 
 
-async def insert_object(session: AsyncSession, obj: Base) -> None:
-    """Inserts a new object's row with a Core INSERT and puts the object in the session as if
-    the ORM had flushed it: persistent, every column loaded (its defaults included). Later
-    changes to it are flushed as UPDATEs as usual. For an object a change creates and then goes
-    on using (a new run): in a profile of starting runs, the unit of work's flush of the new run
-    cost about three times the execution of its INSERT."""
-    if session.new:  # what the row may refer to goes first, as in append_rows
+async def append_at_commit(session: AsyncSession, table: Table, row: dict[str, Any]) -> None:
+    """`row` into `table` as the session's unit commits (see AT_COMMIT); at once for another
+    session. Nothing may read the row back before then."""
+    pending: list[tuple[Table, dict[str, Any]]] | None = session.info.get(AT_COMMIT)
+    if pending is None:
+        await append_rows(session, table, row)
+    else:
+        pending.append((table, row))
+
+
+async def write_at_commit(session: AsyncSession, rows: list[tuple[Table, dict[str, Any]]]) -> None:
+    """Inserts `rows` in their order, one multi-row INSERT per table. On PostgreSQL all of them
+    in one statement, every table but the last as a data-modifying CTE: starting a run writes an
+    audit entry and an outbox event, and each round trip costs the server more than the rows."""
+    if not rows:
+        return
+    if session.new:
         await session.flush()
-    mapper = inspect(type(obj))
-    state = inspect(obj)
-    values = {
-        column.key: state.dict[attribute.key]
-        for attribute in mapper.column_attrs
-        for column in attribute.columns
-        if attribute.key in state.dict
-    }
-    table = mapper.local_table
-    assert isinstance(table, Table)
+    tables: dict[Table, list[dict[str, Any]]] = {}
+    for table, row in rows:
+        tables.setdefault(table, []).append(row)
     connection = await session.connection()
-    result = await connection.execute(insert_into(table), values)
-    # What was inserted, the columns' Python defaults included (SQLAlchemy applied them).
-    inserted = result.last_inserted_params()
-    assert not isinstance(inserted, list)  # one row
-    for attribute in mapper.column_attrs:
+    if connection.dialect.name == "sqlite" or len(tables) == 1:
+        for table, table_rows in tables.items():
+            await connection.execute(insert_into(table), table_rows)
+        return
+    *first, (last, last_rows) = tables.items()
+    statement = insert(last).values(last_rows)
+    for number, (table, table_rows) in enumerate(first):
+        statement = statement.add_cte(insert(table).values(table_rows).cte(f"appended_{number}"))
+    await connection.execute(statement)
+
+
+def new_row(obj: Base) -> dict[str, Any]:
+    """Every column of a new object's row, by column name: its attributes as set, the columns'
+    Python defaults (scalars and callables) for the rest, None where there is neither."""
+    state = inspect(obj)
+    row: dict[str, Any] = {}
+    for attribute in inspect(type(obj)).column_attrs:
         column = attribute.columns[0]
-        set_committed_value(obj, attribute.key, inserted.get(column.key))
+        if attribute.key in state.dict:
+            row[column.key] = state.dict[attribute.key]
+        elif column.default is None:
+            row[column.key] = None
+        elif column.default.is_scalar:
+            row[column.key] = column.default.arg
+        elif column.default.is_callable:
+            # SQLAlchemy wraps a default that takes no context in one that takes it.
+            row[column.key] = column.default.arg(None)
+        else:  # a SQL expression or a sequence: not used by the objects written this way
+            raise ValueError(f"{column} has a default only the database knows")
+    return row
+
+
+def adopt(session: AsyncSession, obj: Base, row: dict[str, Any]) -> None:
+    """Puts an object whose row was just inserted (as `row`) in the session as if the ORM had
+    flushed it: persistent, every column loaded. Later changes to it are flushed as UPDATEs."""
+    for attribute in inspect(type(obj)).column_attrs:
+        set_committed_value(obj, attribute.key, row[attribute.columns[0].key])
     make_transient_to_detached(obj)
     session.add(obj)
+
+
+async def insert_object(session: AsyncSession, obj: Base) -> dict[str, Any]:
+    """Inserts a new object's row with a Core INSERT and adopts the object into the session;
+    returns the row. For an object a change creates and then goes on using (a new run): in a
+    profile of starting runs, the unit of work's flush of the new run cost about three times the
+    execution of its INSERT."""
+    if session.new:  # what the row may refer to goes first, as in append_rows
+        await session.flush()
+    row = new_row(obj)
+    table = inspect(type(obj)).local_table
+    assert isinstance(table, Table)
+    connection = await session.connection()
+    await connection.execute(insert_into(table), row)
+    adopt(session, obj, row)
+    return row

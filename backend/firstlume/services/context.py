@@ -14,7 +14,7 @@ from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.append import append_rows
+from firstlume.db.append import AT_COMMIT, write_at_commit
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.protocol.events import Event, event_from
@@ -94,9 +94,11 @@ class Context:
         unit = Unit(session=None)  # type: ignore[arg-type]
         async with self.db.transaction() as session:
             unit.session = session
+            appended: list[tuple[Table, dict[str, Any]]] = []
+            session.info[AT_COMMIT] = appended
             yield unit
-            if unit.outbox_rows:
-                await append_rows(session, _OUTBOX, unit.outbox_rows)
+            del session.info[AT_COMMIT]
+            await write_at_commit(session, [*appended, *((_OUTBOX, row) for row in unit.outbox_rows)])
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
         if unit.wakes_scheduler and self.wake_scheduler is not None:

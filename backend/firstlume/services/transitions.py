@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Row, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.append import append_rows, insert_object
+from firstlume.db.append import adopt, append_rows, insert_object, new_row
 from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep
 from firstlume.db.types import utcnow
@@ -33,11 +33,26 @@ _HISTORY = cast(Table, RunStatusChange.__table__)
 # queued runs of the stack, itself included. Exact, not a guess: the run's number was taken under
 # the stack's row lock (services/runs.py), so every earlier start has committed, and no later one
 # can have, by the time this statement reads. One round trip fewer for every start.
-_FIRST_HISTORY_ROW = insert(_HISTORY).returning(
+_QUEUED_IN_STACK = (
     select(func.count())
     .select_from(_runs)
     .where(_runs.c.stack_id == bindparam("stack_id"), _runs.c.status == INITIAL)
     .scalar_subquery()
+)
+_FIRST_HISTORY_ROW = insert(_HISTORY).returning(_QUEUED_IN_STACK)
+# PostgreSQL: the run's own row goes in the same statement, as a data-modifying CTE (one more
+# round trip fewer; SQLite has no INSERT in a WITH). The statement reads one snapshot, taken
+# after the stack's row lock: the count sees every earlier start but not the row this
+# statement inserts, hence the + 1. Its binds are the run's columns, prefixed.
+_NEW_RUN = "new_run_"
+_NEW_RUN_AND_FIRST_HISTORY_ROW = (
+    insert(_HISTORY)
+    .add_cte(
+        insert(_runs)
+        .values({column.key: bindparam(_NEW_RUN + column.key, type_=column.type) for column in _runs.c})
+        .cte("new_run")
+    )
+    .returning(_QUEUED_IN_STACK + 1)
 )
 
 
@@ -60,26 +75,13 @@ async def change_status(
     current = None if run.status is None else RunStatus(run.status)
     check_transition(current, target)
     now = utcnow()
-    if current is None:
-        await _insert(unit, run, target, now, values)
-    else:
-        await _compare_and_set(unit, run, current, target, now, values)
-    history = {
-        "run_id": run.id,
-        "from_status": current,
-        "to_status": target,
-        "at": now,
-        "actor": actor,
-        "reason": reason,
-    }
+    history = {"from_status": current, "to_status": target, "at": now, "actor": actor, "reason": reason}
     if current is None:
         # Its first history row also counts the queue it joins (see _FIRST_HISTORY_ROW).
-        connection = await unit.session.connection()
-        unit.queue_positions[run.id] = int(
-            (await connection.execute(_FIRST_HISTORY_ROW, {**history, "stack_id": run.stack_id})).scalar_one()
-        )
+        unit.queue_positions[run.id] = await _insert(unit, run, target, now, values, history)
     else:
-        await append_rows(unit.session, _HISTORY, history)
+        await _compare_and_set(unit, run, current, target, now, values)
+        await append_rows(unit.session, _HISTORY, {"run_id": run.id, **history})
     effects = effects_of(current, target)
     await _carry_out(unit, run, effects)
     if current is not None:
@@ -99,13 +101,33 @@ async def change_status(
     return run
 
 
-async def _insert(unit: Unit, run: Run, target: RunStatus, now: Any, values: dict[str, Any]) -> None:
+async def _insert(
+    unit: Unit, run: Run, target: RunStatus, now: Any, values: dict[str, Any], history: dict[str, Any]
+) -> int:
+    """Writes a new run and its first history row; returns its position in its stack's queue."""
     run.status = target
     run.created_at = run.created_at or now
     run.updated_at = now
     for name, value in values.items():
         setattr(run, name, value)
-    await insert_object(unit.session, run)
+    session = unit.session
+    if session.new:  # what the row may refer to goes first
+        await session.flush()
+    connection = await session.connection()
+    if connection.dialect.name == "sqlite":
+        row = await insert_object(session, run)
+        counted = await connection.execute(
+            _FIRST_HISTORY_ROW, {**history, "run_id": row["id"], "stack_id": run.stack_id}
+        )
+        return int(counted.scalar_one())
+    row = new_row(run)
+    parameters = {_NEW_RUN + key: value for key, value in row.items()}
+    counted = await connection.execute(
+        _NEW_RUN_AND_FIRST_HISTORY_ROW,
+        {**parameters, **history, "run_id": row["id"], "stack_id": run.stack_id},
+    )
+    adopt(session, run, row)
+    return int(counted.scalar_one())
 
 
 async def _compare_and_set(
