@@ -1,0 +1,134 @@
+"""Plain leaf fields skip graphql-core's per-field machinery (api/graphql/plain_fields.py): the
+response must be exactly what graphql-core's own path gives, errors included, and the shortcut
+must actually be taken."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import strawberry
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from firstlume.api.graphql.plain_fields import PlainFieldsExecutor, plain_leaf
+from firstlume.api.graphql.schema import schema as firstlume_schema
+
+
+@strawberry.enum
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+async def _later() -> str:
+    return "awaited"
+
+
+@strawberry.type
+class Item:
+    name: str
+    count: int
+    color: Color
+    at: datetime
+    note: str | None = None
+    weight: float | None = None
+    later: str | None = None  # holds an awaitable: graphql-core's path awaits it
+    broken: int | None = None  # holds a value an Int cannot be
+
+    @strawberry.field
+    def shout(self, times: int = 1) -> str:
+        return self.name.upper() * times
+
+
+def _items() -> list[Item]:
+    at = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    first = Item(name="a", count=1, color=Color.RED, at=at, note="n", weight=1.5)
+    second = Item(name="b", count=2, color=Color.BLUE, at=at)
+    second.broken = "not a number"  # type: ignore[assignment]
+    third = Item(name="c", count=3, color=Color.RED, at=at)
+    third.name = None  # type: ignore[assignment]  # null in a non-null field
+    fourth = Item(name="d", count=4, color=Color.BLUE, at=at)
+    fourth.weight = ValueError("a value that is an error")  # type: ignore[assignment]
+    fourth.later = _later()  # type: ignore[assignment]
+    return [first, second, third, fourth]
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    def items(self) -> list[Item | None]:
+        return _items()  # type: ignore[return-value]
+
+
+QUERY = """{ items { name count color at note weight later broken shout(times: 2) alias: name
+                     ... on Item { count } } }"""
+
+
+class Counting:
+    infos = 0
+
+    def build_resolve_info(self, *args: Any) -> Any:
+        type(self).infos += 1
+        return super().build_resolve_info(*args)  # type: ignore[misc]
+
+
+class CountingPlain(Counting, PlainFieldsExecutor):
+    infos = 0
+
+
+class CountingCore(Counting, StrawberryGraphQLCoreExecutionContext):
+    infos = 0
+
+
+def _outcome(result: Any) -> tuple[Any, list[tuple[str, list[Any]]]]:
+    errors = sorted((e.message, list(e.path or [])) for e in result.errors or [])
+    return result.data, errors
+
+
+async def test_plain_fields_answer_exactly_as_graphql_core_does_errors_included() -> None:
+    plain = strawberry.Schema(query=Query, execution_context_class=CountingPlain)
+    core = strawberry.Schema(query=Query, execution_context_class=CountingCore)
+    fast, slow = await plain.execute(QUERY), await core.execute(QUERY)
+    assert _outcome(fast) == _outcome(slow)
+    data, errors = _outcome(fast)
+    assert data["items"][0] == {
+        "name": "a", "count": 1, "color": "RED", "at": "2026-12-01T09:30:00+00:00", "note": "n",
+        "weight": 1.5, "later": None, "broken": None, "shout": "AA", "alias": "a",
+    }  # fmt: skip
+    assert data["items"][2] is None  # the null in a non-null field nulls its item
+    assert (data["items"][3]["later"], data["items"][3]["weight"], data["items"][3]["count"]) == (
+        "awaited",
+        None,
+        4,
+    )
+    assert [message.split(":")[0] for message, _ in errors] == [
+        "Cannot return null for non-nullable field Item.name.",
+        "Int cannot represent non-integer value",
+        "a value that is an error",
+    ], errors
+    # graphql-core builds an info for every field it executes: the list, and ten fields of each
+    # item but the third, which stops at its first (null) field. The plain path builds them only
+    # for the list, the resolver field `shout` (three items get that far) and the awaitable.
+    assert CountingCore.infos == 1 + 3 * 10 + 1
+    assert CountingPlain.infos == 1 + 3 + 1
+
+
+@pytest.mark.parametrize(
+    ("type_name", "field", "plain"),
+    [
+        ("Run", "number", True),
+        ("Run", "status", True),  # an enum
+        ("Run", "createdAt", True),
+        ("Run", "commit", False),  # an object
+        ("Run", "stack", False),  # a resolver
+        ("Run", "changes", False),  # arguments
+        ("Run", "stateBackends", False),  # a list
+        ("Organization", "audit", False),  # a permission check
+    ],
+)
+def test_which_fields_of_the_schema_are_plain(type_name: str, field: str, plain: bool) -> None:
+    graphql_type = firstlume_schema._schema.get_type(type_name)
+    assert graphql_type is not None
+    assert (plain_leaf(graphql_type.fields[field]) is not None) is plain  # type: ignore[union-attr]
