@@ -2,8 +2,11 @@
 
     .venv/bin/python bench/bench_http.py [postgresql|sqlite] [SECONDS]
 
-GET a run, POST start-run, and a GraphQL page of a stack with 20 runs, beside the floor measured
-in the same run: an endpoint that only runs `SELECT 1` through the same engine. That endpoint
+GET a run, POST start-run (all to one stack, and spread over 16 stacks), and a GraphQL page of a
+stack with 20 runs, beside the floor measured in the same run: an endpoint that only runs
+`SELECT 1` through the same engine. Starts of one stack take turns on the stack's row lock (their
+run numbers are the queue's order), so with one stack the figure is bounded by how long a start
+holds that lock (its statements and its commit's flush to disk), and with 16 by the CPU. That endpoint
 exists only in this benchmark's own app (`serve` below), never in the product. Uses `wrk` when it
 is installed (apt-get install wrk), else httpx. Prints figures; never fails on a slow machine.
 """
@@ -25,6 +28,7 @@ import httpx
 from served import context, database, environment, seed, served
 
 CONNECTIONS = 16
+SPREAD_STACKS = [f"load-{n}" for n in range(CONNECTIONS)]
 STACK_PAGE = """query($slug: String!) { organization(slug: "bench") { stack(slug: $slug) {
   id slug name folder { path }
   runs(first: 20) { totalCount pageInfo { hasNextPage endCursor }
@@ -61,14 +65,22 @@ def wrk(
     method: str = "GET",
     body: str | None = None,
     headers: dict[str, str] | None = None,
+    paths: list[str] | None = None,
 ) -> tuple[float, int]:
-    """Requests per second and the count of non-2xx answers."""
+    """Requests per second and the count of non-2xx answers; `paths` are taken in turn."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(f"wrk.method = {json.dumps(method)}\n")
         if body is not None:
             script.write(f"wrk.body = {json.dumps(body)}\n")
         for name, value in (headers or {}).items():
             script.write(f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n")
+        if paths:
+            listed = ", ".join(json.dumps(path) for path in paths)
+            script.write(
+                f"local paths = {{{listed}}}\nlocal next_path = 0\n"
+                "request = function()\n  next_path = next_path % #paths + 1\n"
+                "  return wrk.format(nil, paths[next_path])\nend\n"
+            )
     try:
         output = subprocess.run(
             ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "-s", script.name, url],
@@ -87,14 +99,18 @@ async def httpx_load(
     method: str = "GET",
     body: str | None = None,
     headers: dict[str, str] | None = None,
+    paths: list[str] | None = None,
 ) -> tuple[float, int]:
     done = bad = 0
     deadline = time.perf_counter() + seconds
+    origin = url.split("/", 3)
+    targets = [f"{origin[0]}//{origin[2]}{path}" for path in paths] if paths else [url]
 
     async def worker(client: httpx.AsyncClient) -> None:
         nonlocal done, bad
         while time.perf_counter() < deadline:
-            response = await client.request(method, url, content=body, headers=headers)
+            target = targets[done % len(targets)]
+            response = await client.request(method, target, content=body, headers=headers)
             done += 1
             bad += response.status_code >= 300
 
@@ -116,7 +132,7 @@ async def main(kind: str, seconds: int) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp)
             async with context(url, data) as ctx:
-                tenant = await seed(ctx, stacks=("net", "load"))
+                tenant = await seed(ctx, stacks=("net", "load", *SPREAD_STACKS))
             command = [sys.executable, __file__, "serve"]
             with served(environment(url, data), command) as server:
                 org = f"{server.url}/api/v1/orgs/bench"
@@ -130,7 +146,9 @@ async def main(kind: str, seconds: int) -> None:
                 figures = [
                     ("floor: GET an endpoint running SELECT 1", await load(f"{server.url}/bench/select-1", seconds)),
                     ("GET a run", await load(run_url, seconds, headers=auth)),
-                    ("POST start-run", await load(f"{org}/stacks/load/runs", seconds, method="POST", body='{"type": "plan"}', headers=auth)),
+                    ("POST start-run, one stack", await load(f"{org}/stacks/load/runs", seconds, method="POST", body='{"type": "plan"}', headers=auth)),
+                    ("POST start-run, 16 stacks", await load(f"{org}/stacks/load/runs", seconds, method="POST", body='{"type": "plan"}', headers=auth,
+                        paths=[f"/api/v1/orgs/bench/stacks/{slug}/runs" for slug in SPREAD_STACKS])),
                     ("GraphQL a stack and 20 runs", await load(f"{server.url}/graphql", seconds, method="POST",
                         body=json.dumps({"query": STACK_PAGE, "variables": {"slug": "net"}}), headers=auth)),
                 ]  # fmt: skip
