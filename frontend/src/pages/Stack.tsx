@@ -83,7 +83,10 @@ export function StackPage() {
   );
   const filtering = Boolean(filters.status || filters.type || filters.trigger);
   const setFilter = (name: keyof Filters, value: string) => {
-    const next = new URLSearchParams(params);
+    // From the address as it is now, not as this render read it: the router re-renders in a
+    // transition, and a second change before that (two filters set in quick succession) would
+    // otherwise start from the old address and undo the first.
+    const next = new URLSearchParams(window.location.search);
     if (value) next.set(name, value.toLowerCase());
     else next.delete(name);
     setParams(next, { replace: true });
