@@ -57,18 +57,16 @@ async def write_at_commit(session: AsyncSession, rows: list[tuple[Table, dict[st
     """Inserts `rows` in their order, one multi-row INSERT per table. On PostgreSQL all of them
     in one statement, every table but the last as a data-modifying CTE: starting a run writes an
     audit entry and an outbox event, and each round trip costs the server more than the rows."""
-    if not rows:
-        return
-    if session.new:
-        await session.flush()
     tables: dict[Table, list[dict[str, Any]]] = {}
     for table, row in rows:
         tables.setdefault(table, []).append(row)
-    connection = await session.connection()
-    if connection.dialect.name == "sqlite" or len(tables) == 1:
+    if len(tables) <= 1 or session.get_bind().dialect.name == "sqlite":
         for table, table_rows in tables.items():
-            await connection.execute(insert_into(table), table_rows)
+            await append_rows(session, table, table_rows)
         return
+    if session.new:
+        await session.flush()
+    connection = await session.connection()
     *first, (last, last_rows) = tables.items()
     statement = insert(last).values(last_rows)
     for number, (table, table_rows) in enumerate(first):
@@ -99,24 +97,11 @@ def new_row(obj: Base) -> dict[str, Any]:
 
 def adopt(session: AsyncSession, obj: Base, row: dict[str, Any]) -> None:
     """Puts an object whose row was just inserted (as `row`) in the session as if the ORM had
-    flushed it: persistent, every column loaded. Later changes to it are flushed as UPDATEs."""
+    flushed it: persistent, every column loaded. Later changes to it are flushed as UPDATEs. For
+    an object a change creates and then goes on using (a new run, services/transitions.py): in a
+    profile of starting runs, the unit of work's flush of the new run cost about three times the
+    execution of its INSERT."""
     for attribute in inspect(type(obj)).column_attrs:
         set_committed_value(obj, attribute.key, row[attribute.columns[0].key])
     make_transient_to_detached(obj)
     session.add(obj)
-
-
-async def insert_object(session: AsyncSession, obj: Base) -> dict[str, Any]:
-    """Inserts a new object's row with a Core INSERT and adopts the object into the session;
-    returns the row. For an object a change creates and then goes on using (a new run): in a
-    profile of starting runs, the unit of work's flush of the new run cost about three times the
-    execution of its INSERT."""
-    if session.new:  # what the row may refer to goes first, as in append_rows
-        await session.flush()
-    row = new_row(obj)
-    table = inspect(type(obj)).local_table
-    assert isinstance(table, Table)
-    connection = await session.connection()
-    await connection.execute(insert_into(table), row)
-    adopt(session, obj, row)
-    return row

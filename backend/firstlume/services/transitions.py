@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Row, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.append import adopt, append_rows, insert_object, new_row
+from firstlume.db.append import adopt, append_rows, insert_into, new_row
 from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep
 from firstlume.db.types import utcnow
@@ -113,19 +113,15 @@ async def _insert(
     session = unit.session
     if session.new:  # what the row may refer to goes first
         await session.flush()
+    row = new_row(run)
+    known = {**history, "run_id": row["id"], "stack_id": run.stack_id}
     connection = await session.connection()
     if connection.dialect.name == "sqlite":
-        row = await insert_object(session, run)
-        counted = await connection.execute(
-            _FIRST_HISTORY_ROW, {**history, "run_id": row["id"], "stack_id": run.stack_id}
-        )
-        return int(counted.scalar_one())
-    row = new_row(run)
-    parameters = {_NEW_RUN + key: value for key, value in row.items()}
-    counted = await connection.execute(
-        _NEW_RUN_AND_FIRST_HISTORY_ROW,
-        {**parameters, **history, "run_id": row["id"], "stack_id": run.stack_id},
-    )
+        await connection.execute(insert_into(_runs), row)
+        counted = await connection.execute(_FIRST_HISTORY_ROW, known)
+    else:
+        parameters = {_NEW_RUN + key: value for key, value in row.items()}
+        counted = await connection.execute(_NEW_RUN_AND_FIRST_HISTORY_ROW, {**parameters, **known})
     adopt(session, run, row)
     return int(counted.scalar_one())
 
