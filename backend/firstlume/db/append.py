@@ -8,10 +8,10 @@ every change: a third of starting a run.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Insert, Table, insert, inspect
+from sqlalchemy import Insert, Table, bindparam, insert, inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
@@ -54,24 +54,51 @@ async def append_at_commit(session: AsyncSession, table: Table, row: dict[str, A
 
 
 async def write_at_commit(session: AsyncSession, rows: list[tuple[Table, dict[str, Any]]]) -> None:
-    """Inserts `rows` in their order, one multi-row INSERT per table. On PostgreSQL all of them
-    in one statement, every table but the last as a data-modifying CTE: starting a run writes an
-    audit entry and an outbox event, and each round trip costs the server more than the rows."""
-    tables: dict[Table, list[dict[str, Any]]] = {}
-    for table, row in rows:
-        tables.setdefault(table, []).append(row)
-    if len(tables) <= 1 or session.get_bind().dialect.name == "sqlite":
+    """Inserts `rows`, in their order within each table. On PostgreSQL, one row each of several
+    tables go in one statement, every row but the last as a data-modifying CTE: starting a run
+    writes an audit entry and an outbox event, and each round trip costs the server more than
+    the rows. Otherwise one executemany per table, which keeps a table's rows (and the ids the
+    database gives them, which the outbox is relayed by) in order: the CTEs of one statement
+    run in no defined order."""
+    one_each = len(rows) > 1 and len({id(table) for table, _ in rows}) == len(rows)
+    if not one_each or session.get_bind().dialect.name == "sqlite":
+        tables: dict[Table, list[dict[str, Any]]] = {}
+        for table, row in rows:
+            tables.setdefault(table, []).append(row)
         for table, table_rows in tables.items():
             await append_rows(session, table, table_rows)
         return
     if session.new:
         await session.flush()
     connection = await session.connection()
-    *first, (last, last_rows) = tables.items()
-    statement = insert(last).values(last_rows)
-    for number, (table, table_rows) in enumerate(first):
-        statement = statement.add_cte(insert(table).values(table_rows).cte(f"appended_{number}"))
-    await connection.execute(statement)
+    shape = tuple((table, tuple(row)) for table, row in rows)
+    parameters = {
+        _chained_name(n, key): value for n, (_, row) in enumerate(rows) for key, value in row.items()
+    }
+    await connection.execute(_chained_insert(shape), parameters)
+
+
+def _chained_name(number: int, key: str) -> str:
+    return f"row{number}_{key}"
+
+
+@lru_cache(maxsize=64)
+def _chained_insert(shape: tuple[tuple[Table, tuple[str, ...]], ...]) -> Insert:
+    """One single-row INSERT per (table, columns) of `shape`, chained as CTEs, its values bound
+    parameters named by _chained_name. Built once per shape, so SQLAlchemy compiles it once: the
+    multi-row VALUES this replaced has no cache key in SQLAlchemy, and compiling it anew on every
+    change was 40% of the server's time to start a run."""
+
+    def single(number: int, table: Table, keys: tuple[str, ...]) -> Insert:
+        return insert(table).values(
+            {key: bindparam(_chained_name(number, key), type_=table.c[key].type) for key in keys}
+        )
+
+    *first, (last_table, last_keys) = shape
+    statement = single(len(first), last_table, last_keys)
+    for number, (table, keys) in enumerate(first):
+        statement = statement.add_cte(single(number, table, keys).cte(f"appended_{number}"))
+    return statement
 
 
 def new_row(obj: Base) -> dict[str, Any]:
