@@ -185,6 +185,29 @@ async def run_with_changes(ctx: Context, tenant: Tenant, slug: str, count: int) 
     return run_id
 
 
+STACK_PAGE_IN_FRAGMENTS = """query($stack: String!) { organization(slug: "acme") { ...OneStack } }
+fragment OneStack on Organization { stack(slug: $stack) { slug runs(first: 20) { ... on RunConnection { totalCount }
+  nodes { number } } } }"""
+STACK_PAGE_PLAIN = """query($stack: String!) { organization(slug: "acme") {
+  stack(slug: $stack) { slug runs(first: 20) { totalCount nodes { number } } } } }"""
+
+
+async def test_what_a_query_selects_through_fragments_is_read_as_if_selected_directly(
+    client: httpx.AsyncClient, app_statements: StatementCounter, ctx: Context, tenant: Tenant
+) -> None:
+    # The organization reads the one stack a query asks for in its own statement, and a page of
+    # runs reads its total with the page, when the query selects them: also when it does so
+    # through a named or an inline fragment (api/graphql/selections.py).
+    await seed_runs(ctx, tenant, "net", 30)
+    plain, plain_data = await count_query(client, app_statements, tenant, STACK_PAGE_PLAIN, stack="net")
+    fragments, fragments_data = await count_query(
+        client, app_statements, tenant, STACK_PAGE_IN_FRAGMENTS, stack="net"
+    )
+    assert fragments_data == plain_data
+    assert plain_data["organization"]["stack"]["runs"]["totalCount"] == 30
+    assert fragments == plain, app_statements.statements
+
+
 async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_with_4(
     client: httpx.AsyncClient,
     app_statements: StatementCounter,
