@@ -126,10 +126,13 @@ def change_records(run_id: str, changes: Sequence[Change], first: int = 0) -> li
             change.unit,
             change.action,
             dumps_text(change.attributes),
-            dumps_text(change.replaced_because),
+            # Only replacements have these: the rest share the empty list's text.
+            dumps_text(change.replaced_because) if change.replaced_because else "[]",
             None,
             None,
-            dumps_text([{"action": action, "state": None} for action in change.stage_order]),
+            dumps_text([{"action": action, "state": None} for action in change.stage_order])
+            if change.stage_order
+            else "[]",
         )
         for position, change in enumerate(changes, first)
     ]

@@ -218,20 +218,27 @@ def _attribute_changes(
         as_ = True if a_marks is True else a_marks.get(name) if a_marks else None
         au = True if u_marks is True else u_marks.get(name) if u_marks else None
         forced = name in forcing
+        # Cheapest tests first, and the marks' walks only where there are marks: most
+        # attributes of most resources have none.
         changed = (
             forced
-            or (au is not None and _any_true(au))
             or raw_b != raw_a
             or type(raw_b) is not type(raw_a)
-            or (both_sides and _prune(bs) != _prune(as_))
+            or (au is not None and (au is True or (bool(au) and _any_true(au))))
+            or (both_sides and (bs is not None or as_ is not None) and _prune(bs) != _prune(as_))
         )
         if not changed:
             continue
         masked = scrub.masked
-        shown_b = plain(raw_b) if bs is None else mask(raw_b, bs, None)
+        # A null side (every attribute of a create's before) has nothing to mask or show.
+        shown_b = (
+            raw_b if raw_b is None and bs is None else plain(raw_b) if bs is None else mask(raw_b, bs, None)
+        )
         before_masked = scrub.masked != masked
         masked = scrub.masked
-        shown_a = plain(raw_a) if as_ is None and au is None else mask(raw_a, as_, au)
+        shown_a = (
+            (raw_a if raw_a is None else plain(raw_a)) if as_ is None and au is None else mask(raw_a, as_, au)
+        )
         if before_masked and scrub.masked != masked:
             # Only where both sides show "(sensitive)" is there a change to tell.
             shown_a = _flag_changed_secrets(shown_b, shown_a, raw_b, raw_a)
@@ -294,12 +301,22 @@ def _gather(value: Any, texts: list[str], numbers: list[int | float]) -> None:
 
 
 def _any_true(marks: Any) -> bool:
+    # Called for every mark of every attribute: loops, not generators, and no call at all for
+    # the empty maps and lists that most marks are.
     if marks is True:
         return True
-    if isinstance(marks, dict):
-        return any(_any_true(v) for v in marks.values())
-    if isinstance(marks, list):
-        return any(_any_true(v) for v in marks)
+    kind = type(marks)
+    if kind is dict:
+        values = marks.values()
+    elif kind is list:
+        values = marks
+    else:
+        return False
+    for value in values:
+        if value is True:
+            return True
+        if value and (type(value) is dict or type(value) is list) and _any_true(value):
+            return True
     return False
 
 
@@ -307,11 +324,12 @@ def _prune(marks: Any) -> Any:
     """A mark structure without its false parts, or None when nothing in it is marked."""
     if marks is True:
         return True
-    if isinstance(marks, dict):
-        kept = {k: p for k, v in marks.items() if (p := _prune(v)) is not None}
+    kind = type(marks)
+    if kind is dict:
+        kept = {k: p for k, v in marks.items() if v and (p := _prune(v)) is not None}
         return kept or None
-    if isinstance(marks, list):
-        items = [_prune(v) for v in marks]
+    if kind is list:
+        items = [_prune(v) if v else None for v in marks]
         return items if any(p is not None for p in items) else None
     return None
 
@@ -383,13 +401,14 @@ class _Scrubber:
         return {v for v in self._leaves(value) if isinstance(v, str)}
 
     def leaf(self, value: Any) -> Any:
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             if value and (value in self.secrets or (self.pattern is not None and self.pattern.search(value))):
                 self.masked += 1
                 return SENSITIVE
             if value == SENSITIVE:  # the text itself: it reads as masked all the same
                 self.masked += 1
-        elif isinstance(value, int | float) and not isinstance(value, bool) and value in self.secrets:
+        elif (kind is int or kind is float) and value in self.secrets:
             self.masked += 1
             return SENSITIVE
         return value
@@ -430,8 +449,8 @@ class _Scrubber:
         if unknown is True:
             return UNKNOWN
         if (
-            not _any_true(sens)
-            and not _any_true(unknown)
+            (not sens or not _any_true(sens))
+            and (not unknown or not _any_true(unknown))
             and not (type(unknown) is list and type(value) is list and len(unknown) > len(value))
         ):
             # Marks that mark nothing (Terraform writes `{}` and `[{}, {}]` for most values):
