@@ -11,6 +11,7 @@ from sqlalchemy import select
 from firstlume.db.engine import Database
 from firstlume.db.models import PlanArtifact
 from firstlume.services.context import Context
+from firstlume.services.sealed_plan import open_plan_json
 from support.e2e import Api, backend_tf, make_stack_repo
 from support.secrets import database_bytes
 from support.terraform import apply, requires_terraform, terraform_env, write_config
@@ -58,7 +59,7 @@ def test_plan_artifacts_and_secrets_are_never_in_the_database_in_clear(
         async with db.transaction() as session:
             artifact = await session.scalar(select(PlanArtifact).where(PlanArtifact.run_id == run_id))
             assert artifact is not None
-            plain = ctx.keyring.decrypt(artifact.plan_json_sealed, f"plan:{run_id}:plan_json").decode()
+            plain = open_plan_json(ctx.keyring, run_id, artifact.plan_json_sealed).decode()
         await db.dispose()
         return plain
 

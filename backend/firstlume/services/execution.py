@@ -3,6 +3,7 @@ token valid for one phase of one run; everything here checks that the run is sti
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
@@ -25,7 +26,6 @@ from firstlume.db.models import (
 from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
-from firstlume.domain import json_output
 from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from firstlume.domain.runs import (
@@ -61,6 +61,7 @@ from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges
+from firstlume.services.sealed_plan import seal_plan_json
 from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import set_step
 from firstlume.services.transitions import change_status
@@ -230,17 +231,18 @@ async def store_plan(
     plan_file, plan_json, lock_file = upload.plan_file_b64, upload.plan_json, upload.lock_file
     variables = [v.model_dump(mode="json") for v in upload.variables]
     secrets = await _sensitive_values(ctx, session, run, upload)
-    # The changes are worked out on a thread (services/plan_changes.py) while the sealed plan is
-    # written: the database's time (16 MB, a tenth of a second), not the interpreter's.
+    # The changes are worked out on a thread (services/plan_changes.py) while the plan is sealed
+    # (services/sealed_plan.py: compressed outside the interpreter's lock) and written.
     computing = PlanChanges(run.id, plan_json, secrets)
     computing.start()
     try:
         keyring = ctx.keyring
+        plan_json_sealed = await asyncio.to_thread(seal_plan_json, keyring, run.id, plan_json)
         session.add(
             PlanArtifact(
                 run_id=run.id,
                 plan_file_sealed=keyring.encrypt(plan_file, _context(run.id, "plan_file")),
-                plan_json_sealed=keyring.encrypt(json_output.dumps(plan_json), _context(run.id, "plan_json")),
+                plan_json_sealed=plan_json_sealed,
                 lock_file_sealed=keyring.encrypt_text(lock_file, _context(run.id, "lock_file"))
                 if lock_file
                 else None,
