@@ -8,7 +8,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 
 from firstlume.crypto import KeyRing, KeyRingError, generate_key, hash_token
-from firstlume.services.sealed_plan import open_plan_json, plan_json_context, seal_plan_json
+from firstlume.services.sealed_plan import open_plan_json, plan_context, seal_plan_json
 
 
 def test_round_trip_and_ciphertext_hides_plaintext() -> None:
@@ -62,5 +62,5 @@ def test_a_plan_json_is_stored_compressed_and_encrypted_and_plans_stored_before_
     with pytest.raises(InvalidTag):  # bound to its run
         open_plan_json(ring, "run2", sealed)
     # A plan sealed before plans were compressed: its JSON as it was.
-    earlier = ring.encrypt(text, plan_json_context("run1"))
+    earlier = ring.encrypt(text, plan_context("run1", "plan_json"))
     assert open_plan_json(ring, "run1", earlier) == text

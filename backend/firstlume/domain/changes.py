@@ -230,15 +230,10 @@ def _attribute_changes(
         if not changed:
             continue
         masked = scrub.masked
-        # A null side (every attribute of a create's before) has nothing to mask or show.
-        shown_b = (
-            raw_b if raw_b is None and bs is None else plain(raw_b) if bs is None else mask(raw_b, bs, None)
-        )
+        shown_b = plain(raw_b) if bs is None else mask(raw_b, bs, None)
         before_masked = scrub.masked != masked
         masked = scrub.masked
-        shown_a = (
-            (raw_a if raw_a is None else plain(raw_a)) if as_ is None and au is None else mask(raw_a, as_, au)
-        )
+        shown_a = plain(raw_a) if as_ is None and au is None else mask(raw_a, as_, au)
         if before_masked and scrub.masked != masked:
             # Only where both sides show "(sensitive)" is there a change to tell.
             shown_a = _flag_changed_secrets(shown_b, shown_a, raw_b, raw_a)
@@ -418,6 +413,8 @@ class _Scrubber:
         is unmarked and holds no secret, so a map or list is first searched whole (its leaves
         gathered, then looked up in the set and the pattern at C speed) and, when it holds none,
         shown as it is; only one that does is rebuilt with its secrets masked."""
+        if value is None:  # a null side (every attribute of a create's before): nothing to mask
+            return value
         kind = type(value)
         if kind is dict or kind is list:
             texts: list[str] = []

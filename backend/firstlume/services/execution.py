@@ -61,7 +61,7 @@ from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges
-from firstlume.services.sealed_plan import seal_plan_json
+from firstlume.services.sealed_plan import plan_context, seal_plan_json
 from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import set_step
 from firstlume.services.transitions import change_status
@@ -80,10 +80,6 @@ class LogGap(Conflict):
 
 class PlanMismatch(Conflict):
     code = "plan_mismatch"
-
-
-def _context(run_id: str, part: str) -> str:
-    return f"plan:{run_id}:{part}"
 
 
 async def authenticate_phase(
@@ -153,7 +149,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
 
 
 def _stored_variables(ctx: Context, run: Run, artifact: PlanArtifact) -> list[Variable]:
-    stored = json.loads(ctx.keyring.decrypt_text(artifact.variables_sealed, _context(run.id, "variables")))
+    stored = json.loads(
+        ctx.keyring.decrypt_text(artifact.variables_sealed, plan_context(run.id, "variables"))
+    )
     return [Variable.model_validate(v) for v in stored]
 
 
@@ -241,12 +239,14 @@ async def store_plan(
         session.add(
             PlanArtifact(
                 run_id=run.id,
-                plan_file_sealed=keyring.encrypt(plan_file, _context(run.id, "plan_file")),
+                plan_file_sealed=keyring.encrypt(plan_file, plan_context(run.id, "plan_file")),
                 plan_json_sealed=plan_json_sealed,
-                lock_file_sealed=keyring.encrypt_text(lock_file, _context(run.id, "lock_file"))
+                lock_file_sealed=keyring.encrypt_text(lock_file, plan_context(run.id, "lock_file"))
                 if lock_file
                 else None,
-                variables_sealed=keyring.encrypt_text(json.dumps(variables), _context(run.id, "variables")),
+                variables_sealed=keyring.encrypt_text(
+                    json.dumps(variables), plan_context(run.id, "variables")
+                ),
                 plan_sha256=hashlib.sha256(plan_file).hexdigest(),
             )
         )
@@ -291,13 +291,13 @@ async def load_plan(ctx: Context, session: AsyncSession, run: Run, token: PhaseT
         raise Conflict("Only the apply phase downloads the plan.")
     artifact = await _artifact(session, run)
     keyring = ctx.keyring
-    plan_file = keyring.decrypt(artifact.plan_file_sealed, _context(run.id, "plan_file"))
+    plan_file = keyring.decrypt(artifact.plan_file_sealed, plan_context(run.id, "plan_file"))
     if hashlib.sha256(plan_file).hexdigest() != artifact.plan_sha256:
         raise PlanMismatch("The stored plan file does not match its recorded hash.")
     return PlanDownload(
         plan_file_b64=plan_file,
         sha256=artifact.plan_sha256,
-        lock_file=keyring.decrypt_text(artifact.lock_file_sealed, _context(run.id, "lock_file"))
+        lock_file=keyring.decrypt_text(artifact.lock_file_sealed, plan_context(run.id, "lock_file"))
         if artifact.lock_file_sealed
         else None,
         variables=_stored_variables(ctx, run, artifact),

@@ -21,15 +21,18 @@ ZLIB_LEVEL = 1
 _ZLIB_HEADER = b"x"  # 0x78: deflate with a 32 KiB window, every level
 
 
-def plan_json_context(run_id: str) -> str:
-    return f"plan:{run_id}:plan_json"
+def plan_context(run_id: str, part: str) -> str:
+    """What each sealed part of a run's plan is bound to: a part of one run opens as no other."""
+    return f"plan:{run_id}:{part}"
 
 
 def seal_plan_json(keyring: KeyRing, run_id: str, plan_json: Any) -> bytes:
-    return keyring.encrypt(zlib.compress(json_output.dumps(plan_json), ZLIB_LEVEL), plan_json_context(run_id))
+    return keyring.encrypt(
+        zlib.compress(json_output.dumps(plan_json), ZLIB_LEVEL), plan_context(run_id, "plan_json")
+    )
 
 
 def open_plan_json(keyring: KeyRing, run_id: str, sealed: bytes) -> bytes:
     """The JSON text of a sealed plan, whenever it was sealed."""
-    data = keyring.decrypt(sealed, plan_json_context(run_id))
+    data = keyring.decrypt(sealed, plan_context(run_id, "plan_json"))
     return zlib.decompress(data) if data[:1] == _ZLIB_HEADER else data
