@@ -1,11 +1,12 @@
 """The JSON read from requests and written in responses: the depth limit read from the text
 (domain/json_input.py) agrees with a walk of the parsed value, whatever the strings hold; and
 orjson's output (domain/json_output.py) is the same JSON as `json.dumps`, including what orjson
-itself refuses."""
+itself refuses; and JSON columns read back (domain/json_stored.py) as `json` reads them."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from firstlume.domain import json_input, json_output
+from firstlume.domain import json_input, json_output, json_stored
 from firstlume.domain.json_input import MAX_JSON_DEPTH, JsonRefused, text_depth_exceeds
 
 # Strings full of what the text reading must see past: brackets, quotes and backslashes.
@@ -84,3 +85,60 @@ def test_encoded_json_reads_back_as_json_dumps_writes_it(value: Any) -> None:
     assert isinstance(encoded, bytes)
     assert json.loads(encoded) == json.loads(json.dumps(value))
     assert json.loads(json_output.dumps_text(value)) == json.loads(json.dumps(value))
+
+
+# JSON columns as the database gives them back (domain/json_stored.py): orjson where it reads the
+# same value as `json`, `json` where it would not.
+STORED_TEXTS = [
+    "123456789012345678901234567890",  # beyond 64 bits: orjson would read a float
+    "-9223372036854775809",
+    "18446744073709551616",
+    "9223372036854775807",
+    "[1e400, NaN, -Infinity]",  # orjson refuses these
+    '"\\ud800 a lone surrogate"',
+    '{"a": 1, "a": 2}',
+    '{"sha": "1234567890123456789012345", "n": 3}',  # digits in a string: read by json, the same
+    '[0.1, -0.0, 2.5e-308, 1.7976931348623157e308, "é€😀"]',
+]
+
+STORED_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _same(text: str) -> None:
+    read, expected = json_stored.loads(text), json.loads(text)
+    # Through json.dumps, so that an int read as a float (or a key lost) would show.
+    assert json.dumps(read) == json.dumps(expected)
+    assert json.dumps(json_stored.loads(text.encode())) == json.dumps(expected)
+
+
+@pytest.mark.parametrize("text", STORED_TEXTS)
+def test_stored_json_reads_as_json_reads_it(text: str) -> None:
+    _same(text)
+
+
+@given(STORED_VALUES)
+@hypothesis_settings(max_examples=300, deadline=None)
+def test_any_stored_json_reads_as_json_reads_it(value: Any) -> None:
+    _same(json.dumps(value))
+
+
+def test_ordinary_stored_json_is_read_without_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(text: Any) -> Any:
+        raise AssertionError("read by json")
+
+    monkeypatch.setattr(json_stored, "json", SimpleNamespace(loads=refuse))
+    assert json_stored.loads('{"approvers": ["a@example.com"], "serials": {".": 12}, "x": [2.5, null]}') == {
+        "approvers": ["a@example.com"],
+        "serials": {".": 12},
+        "x": [2.5, None],
+    }

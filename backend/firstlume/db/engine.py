@@ -21,7 +21,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.util import await_
 
-from firstlume.domain import json_output
+from firstlume.domain import json_output, json_stored
 
 # Marks a connection whose transaction only reads (see Database.read).
 READ_ONLY = "firstlume_read_only"
@@ -43,9 +43,10 @@ def _prepare_sqlite_file(url: str) -> None:
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
-    # JSON columns (a plan's changes: 60,000 attributes) written by orjson. Read by `json`:
-    # orjson reads an integer beyond 64 bits as a float, which would change a stored value.
+    # JSON columns (a plan's changes: 60,000 attributes) written and read by orjson, with
+    # `json` where orjson would read a value differently (domain/json_stored.py).
     kwargs.setdefault("json_serializer", json_output.dumps_text)
+    kwargs.setdefault("json_deserializer", json_stored.loads)
     if url.startswith("sqlite"):
         _prepare_sqlite_file(url)
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
