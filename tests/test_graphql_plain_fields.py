@@ -12,7 +12,7 @@ import pytest
 import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from firstlume.api.graphql.plain_fields import PlainFieldsExecutor, plain_leaf
+from firstlume.api.graphql.plain_fields import PlainFieldsExecutor, plain_leaf, resolve_directly
 from firstlume.api.graphql.schema import schema as firstlume_schema
 
 
@@ -132,3 +132,82 @@ def test_which_fields_of_the_schema_are_plain(type_name: str, field: str, plain:
     graphql_type = firstlume_schema._schema.get_type(type_name)
     assert graphql_type is not None
     assert (plain_leaf(graphql_type.fields[field]) is not None) is plain  # type: ignore[union-attr]
+
+
+class Refused(Exception):
+    pass
+
+
+@strawberry.type
+class Box:
+    label: str
+
+    @strawberry.field
+    def loud(self) -> str:
+        return self.label.upper()
+
+    @strawberry.field
+    async def later(self) -> str:
+        return self.label + " later"
+
+    @strawberry.field
+    def inner(self) -> Item | None:
+        return (
+            Item(name="a", count=1, color=Color.RED, at=datetime(2026, 12, 1, tzinfo=UTC))
+            if self.label != "none"
+            else None
+        )
+
+    @strawberry.field
+    def refused(self) -> str | None:
+        raise Refused(f"no {self.label}")
+
+    @strawberry.field
+    def with_info(self, info: strawberry.Info) -> str:
+        return info.field_name
+
+
+@strawberry.type
+class BoxQuery:
+    @strawberry.field
+    def boxes(self) -> list[Box]:
+        return [Box(label="a"), Box(label="none")]
+
+
+BOX_QUERY = "{ boxes { label loud later inner { name } refused withInfo } }"
+
+
+async def test_resolvers_of_the_object_alone_are_called_directly_with_the_same_answers() -> None:
+    direct = strawberry.Schema(query=BoxQuery, execution_context_class=PlainFieldsExecutor)
+    # loud, later, inner and refused (of Box) and boxes (of the query); not withInfo.
+    assert resolve_directly(direct) == 5
+    wrapped = strawberry.Schema(query=BoxQuery, execution_context_class=PlainFieldsExecutor)
+    fast, slow = await direct.execute(BOX_QUERY), await wrapped.execute(BOX_QUERY)
+    assert _outcome(fast) == _outcome(slow)
+    data, errors = _outcome(fast)
+    assert data["boxes"][0] == {
+        "label": "a", "loud": "A", "later": "a later", "inner": {"name": "a"}, "refused": None,
+        "withInfo": "withInfo",
+    }  # fmt: skip
+    assert data["boxes"][1]["inner"] is None
+    assert errors == [("no a", ["boxes", 0, "refused"]), ("no none", ["boxes", 1, "refused"])]
+
+
+@pytest.mark.parametrize(
+    ("type_name", "field", "direct"),
+    [
+        ("Run", "stack", True),
+        ("Run", "createdBy", True),
+        ("Run", "queuePosition", True),
+        ("Run", "steps", True),  # async: its awaitable is awaited by graphql-core, as before
+        ("Run", "number", False),  # no resolver of its own
+        ("Run", "changes", False),  # arguments
+        ("Organization", "audit", False),  # a permission check
+    ],
+)
+def test_which_resolvers_of_the_schema_are_called_directly(type_name: str, field: str, direct: bool) -> None:
+    graphql_type = firstlume_schema._schema.get_type(type_name)
+    assert graphql_type is not None
+    resolver = graphql_type.fields[field].resolve  # type: ignore[union-attr]
+    strawberry_wrapper = getattr(resolver, "_is_default", None) is not None
+    assert (resolver is not None and not strawberry_wrapper) is direct
