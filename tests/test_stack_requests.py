@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from conftest import Tenant, make_stack, make_tenant
 from firstlume.db.models import OutboxEvent, Run, Stack
 from firstlume.db.models_audit import AuditEntry
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
-from firstlume.services import accounts, runs
+from firstlume.services import accounts, dispatch, runs
 from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
@@ -74,6 +74,86 @@ async def test_concurrent_starts_each_answer_their_own_queue_position_without_re
     assert all(r.status_code == 201 for r in started), [r.text for r in started]
     positions = sorted((r.json()["number"], r.json()["queue_position"]) for r in started)
     assert positions == [(number, number) for number in range(3, 11)]
+
+
+async def test_a_start_counts_its_place_past_claimed_and_canceled_runs_as_a_read_of_the_queue_does(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    # A start's position is worked out from the first queued number and the canceled runs after
+    # it (services/transitions.py), not by counting the queue: it must still agree with what a
+    # count of the queue says, with runs started, canceled at the front, in the middle and last.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    url = "/api/v1/orgs/acme/stacks/net/runs"
+
+    async def start() -> tuple[str, int]:
+        started = await client.post(url, json={"type": "plan"}, headers=tenant.headers)
+        assert started.status_code == 201, started.text
+        return started.json()["id"], started.json()["queue_position"]
+
+    async def cancel(run_id: str) -> None:
+        canceled = await client.post(f"/api/v1/orgs/acme/runs/{run_id}/cancel", headers=tenant.headers)
+        assert canceled.status_code == 200, canceled.text
+
+    async def counted(run_id: str) -> int:
+        read = await client.get(f"/api/v1/orgs/acme/runs/{run_id}", headers=tenant.headers)
+        assert read.status_code == 200, read.text
+        return int(read.json()["queue_position"])
+
+    ids = [(await start())[0] for _ in range(6)]
+    [claimed] = await dispatch.claim_plans(ctx)  # run 1 starts: it leaves the queue
+    assert claimed.run_id == ids[0]
+    await cancel(ids[1])  # now the queue's first
+    await cancel(ids[3])  # in its middle
+    seventh, position = await start()
+    assert position == await counted(seventh) == 4  # runs 3, 5, 6 and itself
+    await cancel(seventh)  # the last
+    await cancel(ids[2])
+    eighth, position = await start()
+    assert position == await counted(eighth) == 3  # runs 5, 6 and itself
+    for run_id in ids[4:]:
+        await cancel(run_id)
+    ninth, position = await start()  # the queue is empty but for itself
+    assert position == await counted(ninth) == 2  # the eighth is still queued
+    await cancel(eighth)
+    tenth, position = await start()
+    assert position == await counted(tenth) == 2
+
+
+async def test_a_start_that_waited_for_the_stack_counts_the_start_it_waited_for(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    # On PostgreSQL a start numbers, writes and places its run in one statement, whose snapshot
+    # is taken before it waits for the stack's lock: the start it waited for is not in it, and
+    # must be counted all the same. Here the queue is otherwise empty, so nothing it can see is
+    # queued. (On SQLite the second start waits before its transaction begins.)
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    async with ctx.unit() as unit:  # holds the stack's lock until it commits
+        actor = await accounts.authenticate(unit.session, tenant.token)
+        stack = await unit.session.scalar(select(Stack).where(Stack.slug == "net"))
+        assert stack is not None
+        first = await runs.start_run(unit, actor, stack, StartRun(type=RunType.PLAN))
+        second = asyncio.create_task(
+            client.post("/api/v1/orgs/acme/stacks/net/runs", json={"type": "plan"}, headers=tenant.headers)
+        )
+        if not ctx.db.is_sqlite:
+            await _until_a_statement_waits_for_a_lock(ctx)
+    started = await asyncio.wait_for(second, 30)
+    assert first.number == 1 and unit.queue_positions[first.id] == 1
+    assert started.status_code == 201, started.text
+    assert (started.json()["number"], started.json()["queue_position"]) == (2, 2)
+
+
+async def _until_a_statement_waits_for_a_lock(ctx: Context) -> None:
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        async with ctx.db.read() as session:
+            if await session.scalar(waiting):
+                return
+        assert asyncio.get_running_loop().time() < deadline, "the second start never waited for the lock"
+        await asyncio.sleep(0.02)
 
 
 async def test_starting_a_run_again_compiles_no_statement_anew(

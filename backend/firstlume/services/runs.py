@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Organization, ResourceChange, Run, Stack
@@ -20,16 +19,6 @@ from firstlume.services.context import Actor, Unit
 from firstlume.services.transitions import change_status
 
 DESTRUCTIVE_ACTIONS = ("delete", "replace")
-
-# Built once (every start runs it). On the table, not the mapped class: the stack's row in the
-# session is not refreshed, and nothing after this reads its counter.
-_stacks = cast(Table, Stack.__table__)
-_NEXT_NUMBER = (
-    update(_stacks)
-    .where(_stacks.c.id == bindparam("stack_id"))
-    .values(run_counter=_stacks.c.run_counter + 1)
-    .returning(_stacks.c.run_counter)
-)
 
 
 @dataclass(frozen=True)
@@ -50,13 +39,10 @@ async def start_run(
     if (actor is None) == (trigger is None):
         raise ValueError("a run is started by a person or by a trigger, and by only one")
     session = unit.session
-    # The counter update takes the stack's row lock (PostgreSQL) or the write lock (SQLite):
-    # concurrent starts get consecutive numbers, which are the queue's arrival order.
-    number = await session.scalar(_NEXT_NUMBER, {"stack_id": stack.id})
+    # Numbered as it is written (services/transitions.py): the number is the queue's order.
     run = Run(
         org_id=stack.org_id,
         stack_id=stack.id,
-        number=number,
         type=command.type,
         created_by_id=actor.user_id if actor else None,
         trigger_kind=trigger.kind if trigger else TriggerKind.MANUAL,
