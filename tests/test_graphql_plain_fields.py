@@ -12,7 +12,7 @@ import pytest
 import strawberry
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from firstlume.api.graphql.plain_fields import PlainFieldsExecutor, plain_leaf, resolve_directly
+from firstlume.api.graphql.plain_fields import PlainFieldsExecutor, plain_field, resolve_directly
 from firstlume.api.graphql.schema import schema as firstlume_schema
 
 
@@ -121,8 +121,9 @@ async def test_plain_fields_answer_exactly_as_graphql_core_does_errors_included(
         ("Run", "number", True),
         ("Run", "status", True),  # an enum
         ("Run", "createdAt", True),
-        ("Run", "commit", False),  # an object
-        ("Run", "stack", False),  # a resolver
+        ("Run", "commit", True),  # an object
+        ("Run", "stack", True),  # a resolver of the run alone
+        ("Run", "queuePosition", True),
         ("Run", "changes", False),  # arguments
         ("Run", "stateBackends", False),  # a list
         ("Organization", "audit", False),  # a permission check
@@ -131,16 +132,23 @@ async def test_plain_fields_answer_exactly_as_graphql_core_does_errors_included(
 def test_which_fields_of_the_schema_are_plain(type_name: str, field: str, plain: bool) -> None:
     graphql_type = firstlume_schema._schema.get_type(type_name)
     assert graphql_type is not None
-    assert (plain_leaf(graphql_type.fields[field]) is not None) is plain  # type: ignore[union-attr]
+    assert (plain_field(graphql_type.fields[field]) is not None) is plain  # type: ignore[union-attr]
 
 
 class Refused(Exception):
     pass
 
 
+def _item(name: str | None) -> Item:
+    item = Item(name="x", count=1, color=Color.RED, at=datetime(2026, 12, 1, tzinfo=UTC))
+    item.name = name  # type: ignore[assignment]  # None: null in a non-null field
+    return item
+
+
 @strawberry.type
 class Box:
     label: str
+    held: Item | None = None  # an object in an attribute
 
     @strawberry.field
     def loud(self) -> str:
@@ -152,11 +160,27 @@ class Box:
 
     @strawberry.field
     def inner(self) -> Item | None:
-        return (
-            Item(name="a", count=1, color=Color.RED, at=datetime(2026, 12, 1, tzinfo=UTC))
-            if self.label != "none"
-            else None
-        )
+        return _item(self.label) if self.label != "none" else None
+
+    @strawberry.field
+    def broken(self) -> Item | None:  # its non-null name is null: it is null, with an error
+        return _item(None)
+
+    @strawberry.field
+    def must(self) -> Item:  # null for "none": the whole box is null
+        return _item("m") if self.label != "none" else None  # type: ignore[return-value]
+
+    @strawberry.field
+    async def awaited(self) -> Item:
+        return _item("w")
+
+    @strawberry.field
+    async def must_later(self) -> Item:  # null for "none", once awaited
+        return None if self.label == "none" else _item("ml")  # type: ignore[return-value]
+
+    @strawberry.field
+    def nested(self) -> Box | None:  # its selection below is awaited
+        return Box(label="none") if self.label == "a" else Box(label="n")
 
     @strawberry.field
     def refused(self) -> str | None:
@@ -170,27 +194,41 @@ class Box:
 @strawberry.type
 class BoxQuery:
     @strawberry.field
-    def boxes(self) -> list[Box]:
-        return [Box(label="a"), Box(label="none")]
+    def boxes(self) -> list[Box | None]:
+        return [Box(label="a", held=_item("h")), Box(label="none"), Box(label="b")]
 
 
-BOX_QUERY = "{ boxes { label loud later inner { name } refused withInfo } }"
+BOX_QUERY = """{ boxes { label loud later inner { name } broken { name count } must { name }
+                       awaited { name } held { name } nested { label later mustLater { name } }
+                       refused withInfo } }"""
 
 
 async def test_resolvers_of_the_object_alone_are_called_directly_with_the_same_answers() -> None:
     direct = strawberry.Schema(query=BoxQuery, execution_context_class=PlainFieldsExecutor)
-    # loud, later, inner and refused (of Box) and boxes (of the query); not withInfo.
-    assert resolve_directly(direct) == 5
-    wrapped = strawberry.Schema(query=BoxQuery, execution_context_class=PlainFieldsExecutor)
-    fast, slow = await direct.execute(BOX_QUERY), await wrapped.execute(BOX_QUERY)
+    # loud, later, inner, broken, must, awaited, mustLater, nested and refused (of Box) and boxes
+    # (of the query); not withInfo, which takes the info.
+    assert resolve_directly(direct) == 10
+    core = strawberry.Schema(query=BoxQuery, execution_context_class=StrawberryGraphQLCoreExecutionContext)
+    fast, slow = await direct.execute(BOX_QUERY), await core.execute(BOX_QUERY)
     assert _outcome(fast) == _outcome(slow)
     data, errors = _outcome(fast)
     assert data["boxes"][0] == {
-        "label": "a", "loud": "A", "later": "a later", "inner": {"name": "a"}, "refused": None,
-        "withInfo": "withInfo",
+        "label": "a", "loud": "A", "later": "a later", "inner": {"name": "a"}, "broken": None,
+        "must": {"name": "m"}, "awaited": {"name": "w"}, "held": {"name": "h"}, "nested": None,
+        "refused": None, "withInfo": "withInfo",
     }  # fmt: skip
-    assert data["boxes"][1]["inner"] is None
-    assert errors == [("no a", ["boxes", 0, "refused"]), ("no none", ["boxes", 1, "refused"])]
+    assert data["boxes"][1] is None  # its non-null `must` was null
+    assert data["boxes"][2]["held"] is None and data["boxes"][2]["inner"] == {"name": "b"}
+    assert data["boxes"][2]["nested"] == {"label": "n", "later": "n later", "mustLater": {"name": "ml"}}
+    assert errors == [
+        ("Cannot return null for non-nullable field Box.must.", ["boxes", 1, "must"]),
+        ("Cannot return null for non-nullable field Box.mustLater.", ["boxes", 0, "nested", "mustLater"]),
+        ("Cannot return null for non-nullable field Item.name.", ["boxes", 0, "broken", "name"]),
+        ("Cannot return null for non-nullable field Item.name.", ["boxes", 1, "broken", "name"]),
+        ("Cannot return null for non-nullable field Item.name.", ["boxes", 2, "broken", "name"]),
+        ("no a", ["boxes", 0, "refused"]),
+        ("no b", ["boxes", 2, "refused"]),
+    ], errors
 
 
 @pytest.mark.parametrize(

@@ -1,76 +1,99 @@
-"""Plain leaf fields (an attribute that is a scalar or an enum, no resolver, no arguments)
-executed without graphql-core's per-field machinery.
+"""Plain fields executed without graphql-core's per-field machinery.
 
 For every field, graphql-core builds a resolve-info object, calls the resolver through
 strawberry's wrapper, asks whether the result is awaitable and walks `complete_value`, even when
-all the field does is read an attribute. A page of 20 runs is about 300 such fields, and that
-machinery was about a tenth of the page's CPU. Here such a field reads the attribute with the
-field's own default resolver and coerces it as `complete_leaf_value` would; anything else (a
-resolver, arguments, an object or list type, schema middleware, an awaitable value) takes
-graphql-core's path. Errors are handled by the same `handle_field_error`, with the same messages,
-so a response is the same either way (tests/test_graphql_plain_fields.py compares them).
+all the field does is read an attribute. A page of 20 runs is about 400 such fields, and that
+machinery was about a tenth of the page's CPU.
+
+A field is plain when it takes no arguments, its value is read from its object alone (the
+attribute, by the field's own default resolver; or a resolver that needs nothing else, see
+below), and its type is a scalar, an enum or an object type that checks no `is_type_of`. Such a
+field's value is coerced as `complete_leaf_value` would, or its object's selection is executed
+at once, with no resolve-info built. Anything else (arguments, a list or abstract type, schema
+middleware, an awaitable value) takes graphql-core's path. Errors are handled by the same
+`handle_field_error`, with the same messages, so a response is the same either way
+(tests/test_graphql_plain_fields.py compares them).
 
 A field whose resolver takes nothing but the object it is a field of (no arguments, no info, no
 field extension such as a permission check, no exception handler) is called directly
 (`resolve_directly`): strawberry's wrapper would build an Info, convert no arguments and chain no
 extensions around it, five calls deep, for each run of a page (its stack, who started it, its
-place in the queue: a twelfth of a page's server time).
+place in the queue).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from graphql import (
     GraphQLField,
     GraphQLLeafType,
     GraphQLObjectType,
+    GraphQLOutputType,
     GraphQLResolveInfo,
     Undefined,
     is_leaf_type,
     is_non_null_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList
+from graphql.execution.executor import to_nodes
 from graphql.pyutils import Path, inspect
 from strawberry.schema.schema import Schema, StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
+# Marks a resolver made by `resolve_directly`; its value is the resolver's function of the object.
+DIRECT = "_firstlume_direct"
 
-class PlainLeaf(NamedTuple):
-    read: Callable[[Any, str], Any]  # the field's default resolver: getattr, unless configured
+
+class PlainField(NamedTuple):
+    read: Callable[[Any, str], Any]  # (object, python name) -> value
     python_name: str
-    leaf: GraphQLLeafType
+    # Whether `read` only reads an attribute: an awaitable read then is read again by
+    # graphql-core's path. A resolver is called once: its awaitable is completed here.
+    attribute: bool
+    leaf: GraphQLLeafType | None  # one of these two
+    object_type: GraphQLObjectType | None
     non_null: bool
+    type: GraphQLOutputType
 
 
-# Per GraphQL field of the schema (which lives as long as the process): its PlainLeaf, or None.
-_plans: dict[int, PlainLeaf | None] = {}
+# Per GraphQL field of the schema (which lives as long as the process): its PlainField, or None.
+_plans: dict[int, PlainField | None] = {}
 
 
-def plain_leaf(field: GraphQLField) -> PlainLeaf | None:
-    """How to execute `field` directly, or None when it is not a plain leaf field."""
+def plain_field(field: GraphQLField) -> PlainField | None:
+    """How to execute `field` directly, or None when it is not a plain field."""
     key = id(field)
     try:
         return _plans[key]
     except KeyError:
         pass
-    plan = None
-    definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    # strawberry marks the resolver it gives a field without resolver or extensions.
-    if (
-        isinstance(definition, StrawberryField)
-        and getattr(field.resolve, "_is_default", False)
-        and not field.args
-        and definition.is_basic_field
-    ):
-        non_null = is_non_null_type(field.type)
-        leaf = field.type.of_type if non_null else field.type  # type: ignore[union-attr]
-        if is_leaf_type(leaf):
-            plan = PlainLeaf(definition.default_resolver, definition.python_name, leaf, non_null)
-    _plans[key] = plan
+    _plans[key] = plan = _plan(field)
     return plan
+
+
+def _plan(field: GraphQLField) -> PlainField | None:
+    definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    if not isinstance(definition, StrawberryField) or field.args:
+        return None
+    direct: Callable[[Any], Any] | None = getattr(field.resolve, DIRECT, None)
+    read: Callable[[Any, str], Any]
+    # strawberry marks the resolver it gives a field without resolver or extensions.
+    if getattr(field.resolve, "_is_default", False) and definition.is_basic_field:
+        read, attribute = definition.default_resolver, True
+    elif direct is not None:
+        read, attribute = (lambda source, _name: direct(source)), False
+    else:
+        return None
+    non_null = is_non_null_type(field.type)
+    inner = field.type.of_type if non_null else field.type  # type: ignore[union-attr]
+    if is_leaf_type(inner):
+        return PlainField(read, definition.python_name, attribute, inner, None, non_null, field.type)
+    if isinstance(inner, GraphQLObjectType) and inner.is_type_of is None:
+        return PlainField(read, definition.python_name, attribute, None, inner, non_null, field.type)
+    return None
 
 
 class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
@@ -86,20 +109,71 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         middleware = self.middleware_manager
         if not node.arguments and (middleware is None or not middleware.middlewares):
             field = self.schema.get_field(parent_type, node.name.value)
-            plan = plain_leaf(field) if field is not None else None
+            plan = plain_field(field) if field is not None else None
             if plan is not None:
+                assert field is not None
                 try:
                     value = plan.read(source, plan.python_name)
-                    if not self.is_awaitable(value):
-                        return _complete(plan, parent_type, node.name.value, value)
+                    if self.is_awaitable(value):
+                        if plan.attribute:
+                            return super().execute_field(
+                                parent_type, source, field_details_list, path, position_context
+                            )
+                        info = self.build_resolve_info(field, to_nodes(field_details_list), parent_type, path)
+                        return self.complete_awaitable_value(
+                            field.type, field_details_list, info, path, value, position_context
+                        )
+                    if plan.leaf is not None:
+                        return _complete_leaf(plan, parent_type, node.name.value, value)
+                    completed = self._complete_object(
+                        plan, parent_type, node.name.value, field_details_list, path, value, position_context
+                    )
+                    if self.is_awaitable(completed):
+                        return self._await_completed(completed, plan.type, field_details_list, path)
+                    return completed
                 except Exception as raw_error:
-                    assert field is not None
                     self.handle_field_error(raw_error, field.type, field_details_list, path)
                     return None
         return super().execute_field(parent_type, source, field_details_list, path, position_context)
 
+    def _complete_object(
+        self,
+        plan: PlainField,
+        parent_type: GraphQLObjectType,
+        name: str,
+        field_details_list: FieldDetailsList,
+        path: Path,
+        value: Any,
+        position_context: Any,
+    ) -> Any:
+        """graphql-core's complete_value for an object of a type that checks no is_type_of."""
+        if isinstance(value, Exception):
+            raise value
+        if value is None or value is Undefined:
+            if plan.non_null:
+                raise TypeError(f"Cannot return null for non-nullable field {parent_type}.{name}.")
+            return None
+        assert plan.object_type is not None
+        return self.collect_and_execute_subfields(
+            plan.object_type, field_details_list, path, value, position_context
+        )
 
-def _complete(plan: PlainLeaf, parent_type: GraphQLObjectType, name: str, value: Any) -> Any:
+    async def _await_completed(
+        self,
+        completed: Awaitable[Any],
+        return_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        path: Path,
+    ) -> Any:
+        # As graphql-core's execute_field: an error while the selection completes is this field's.
+        try:
+            return await completed
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, field_details_list, path)
+            return None
+
+
+def _complete_leaf(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> Any:
     """graphql-core's complete_value for a leaf value, with its messages."""
     if isinstance(value, Exception):
         raise value
@@ -107,6 +181,7 @@ def _complete(plan: PlainLeaf, parent_type: GraphQLObjectType, name: str, value:
         if plan.non_null:
             raise TypeError(f"Cannot return null for non-nullable field {parent_type}.{name}.")
         return None
+    assert plan.leaf is not None
     coerced = plan.leaf.coerce_output_value(value)
     if coerced is Undefined or coerced is None:
         raise TypeError(
@@ -130,12 +205,14 @@ def resolve_directly(schema: Schema) -> int:
                 continue
             direct = _direct(definition)
             if direct is not None and not converter._get_field_exception_handlers(definition):
-                field.resolve = direct
+                field.resolve = _resolver(direct)
+                _plans.pop(id(field), None)
                 changed += 1
     return changed
 
 
-def _direct(definition: StrawberryField) -> Callable[[Any, GraphQLResolveInfo[Any]], Any] | None:
+def _direct(definition: StrawberryField) -> Callable[[Any], Any] | None:
+    """The resolver as a function of the object alone, if it needs nothing else."""
     resolver = definition.base_resolver
     if (
         resolver is None
@@ -150,5 +227,13 @@ def _direct(definition: StrawberryField) -> Callable[[Any, GraphQLResolveInfo[An
         return None
     function = resolver.wrapped_func
     if resolver.self_parameter:
-        return lambda source, _info: function(source)
-    return lambda _source, _info: function()
+        return function  # type: ignore[no-any-return]
+    return lambda _source: function()
+
+
+def _resolver(direct: Callable[[Any], Any]) -> Callable[[Any, GraphQLResolveInfo[Any]], Any]:
+    def resolve(source: Any, _info: GraphQLResolveInfo[Any]) -> Any:
+        return direct(source)
+
+    setattr(resolve, DIRECT, direct)
+    return resolve
