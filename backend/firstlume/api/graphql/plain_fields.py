@@ -227,7 +227,7 @@ def _direct(definition: StrawberryField) -> Callable[[Any], Any] | None:
         return None
     function = resolver.wrapped_func
     if resolver.self_parameter:
-        return function  # type: ignore[no-any-return]
+        return function
     return lambda _source: function()
 
 
