@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from graphql import OperationDefinitionNode, parse
 from sqlalchemy import event
 from starlette.applications import Starlette
 
 from conftest import LiveServer, Tenant
-from firstlume.api.graphql.cost import MAX_COST, estimate
+from firstlume.api.graphql import cost
+from firstlume.api.graphql.cost import MAX_COST, estimate, known_estimate
 from firstlume.api.graphql.schema import MAX_ALIASES, schema
 from firstlume.services.context import Context
 from test_graphql_cost import seed_runs
@@ -73,6 +75,28 @@ def test_the_estimate_grows_with_list_sizes_and_depth() -> None:
     by_variable = 'query($n: Int!) { organization(slug: "a") { stack(slug: "s") { runs(first: $n) { nodes { id } } } } }'
     assert cost_of(by_variable, {"n": 100}) == ten
     assert cost_of(NESTED) > 100**3 >= MAX_COST
+
+
+def test_an_estimate_is_kept_per_text_operation_and_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+
+    def counted(*args: Any) -> int:
+        made.append(estimate(*args))
+        return made[-1]
+
+    monkeypatch.setattr(cost, "estimate", counted)
+    text = 'query Page($n: Int!, $o: String) { organization(slug: "a") { stack(slug: "s") { runs(first: $n) { nodes { id } } } } }'
+    document = parse(text)
+
+    def known(variables: dict[str, Any], name: str | None = "Page") -> int:
+        return known_estimate(schema._schema, document, text, name, variables)
+
+    small = known({"n": 10, "o": "x"})
+    assert known({"o": "x", "n": 10}) == small and len(made) == 1  # the same variables, in any order
+    large = known({"n": 100, "o": "x"})
+    assert large > small and len(made) == 2  # other variables: estimated anew
+    assert known({"n": 10, "o": "x"}, None) == small and len(made) == 3  # another operation name
+    assert known({"n": 100, "o": "x"}) == large and len(made) == 3
 
 
 async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Context, tenant: Tenant) -> None:

@@ -112,7 +112,10 @@ _ACTOR = (
 async def authenticate(session: AsyncSession, token: str | None) -> Actor:
     if not token:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
-    row = (await session.execute(_ACTOR, {"token_hash": hash_token(token), "now": utcnow()})).first()
+    # On the connection: a select of columns needs none of the ORM's handling of a statement
+    # (about a third of this one's cost in the session's hands, for every GraphQL request).
+    connection = await session.connection()
+    row = (await connection.execute(_ACTOR, {"token_hash": hash_token(token), "now": utcnow()})).first()
     if row is None:
         raise Unauthenticated(INVALID_TOKEN)
     return Actor(user_id=row[0], email=row[1], token_id=row[2], token_last_used_at=row[3])

@@ -11,9 +11,12 @@ of a run, 10,000 at once) passes.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
 from graphql import (
     DocumentNode,
     FieldNode,
@@ -47,6 +50,10 @@ SIZE_ARGUMENTS = ("first", "limit", "last")
 # the page its group belongs to, so together they are no more than that page.
 # A resource change has at most a plan and an apply stage.
 LIST_SIZES: Mapping[str, int] = {"ChangeGroup.changes": 1, "ResourceChange.stages": 2}
+# Estimates kept per operation text, operation name and variables: clients send the same few
+# operations with the same few variables, and an estimate walks the whole document (a
+# fortieth of a stack page's server time).
+KEPT_ESTIMATES = 256
 
 
 class QueryTooCostly(GraphQLError):
@@ -69,6 +76,34 @@ def estimate(
     if root is None:
         return 0
     return _Estimator(schema, fragments, variables).selections(operation.selection_set, root, 1, False)
+
+
+_estimates: OrderedDict[tuple[str, str | None, bytes], int] = OrderedDict()
+# Queries run on their own thread (query_thread.py), the rest on the server's loop.
+_estimates_lock = threading.Lock()
+
+
+def known_estimate(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    text: str,
+    operation_name: str | None,
+    variables: Mapping[str, Any],
+) -> int:
+    """`estimate`, of a document parsed from `text`, kept for the next time it is asked."""
+    try:
+        key = (text, operation_name, orjson.dumps(variables, option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # not JSON (variables read from JSON always are)
+        return estimate(schema, document, operation_name, variables)
+    with _estimates_lock:
+        cost = _estimates.get(key)
+    if cost is None:
+        cost = estimate(schema, document, operation_name, variables)
+        with _estimates_lock:
+            _estimates[key] = cost
+            if len(_estimates) > KEPT_ESTIMATES:
+                _estimates.popitem(last=False)
+    return cost
 
 
 def _operation(document: DocumentNode, name: str | None) -> OperationDefinitionNode | None:
@@ -175,12 +210,21 @@ class CostLimit(SchemaExtension):
         context = self.execution_context
         validated = context.pre_execution_errors is not None and not context.pre_execution_errors
         if validated and context.graphql_document is not None:
-            cost = estimate(
-                context.schema._schema,
-                context.graphql_document,
-                context.operation_name,
-                context.variables or {},
-            )
+            if isinstance(context.query, str):
+                cost = known_estimate(
+                    context.schema._schema,
+                    context.graphql_document,
+                    context.query,
+                    context.operation_name,
+                    context.variables or {},
+                )
+            else:
+                cost = estimate(
+                    context.schema._schema,
+                    context.graphql_document,
+                    context.operation_name,
+                    context.variables or {},
+                )
             if cost > MAX_COST:
                 context.pre_execution_errors = [QueryTooCostly(cost)]
         yield
