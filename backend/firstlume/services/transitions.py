@@ -51,7 +51,7 @@ def _queue_position(number: Any, first_if_none_queued: Any) -> Any:
     canceled. So from the first queued number to the new run's, every run is still queued but
     those canceled in between: the position is that span less them, two index lookups and a
     count of the queue's holes, however long the queue."""
-    queued, canceled = _runs.alias("queued"), _runs.alias("canceled")
+    queued, canceled = _runs.alias("queued_run"), _runs.alias("canceled_run")
     first = (
         select(func.coalesce(func.min(queued.c.number), first_if_none_queued).label("number"))
         .where(queued.c.stack_id == bindparam("stack_id"), queued.c.status == INITIAL)
