@@ -147,11 +147,7 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         position_context: Any,
     ) -> Any:
         """graphql-core's complete_value for an object of a type that checks no is_type_of."""
-        if isinstance(value, Exception):
-            raise value
-        if value is None or value is Undefined:
-            if plan.non_null:
-                raise TypeError(f"Cannot return null for non-nullable field {parent_type}.{name}.")
+        if _null(plan, parent_type, name, value):
             return None
         assert plan.object_type is not None
         return self.collect_and_execute_subfields(
@@ -173,13 +169,21 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
             return None
 
 
-def _complete_leaf(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> Any:
-    """graphql-core's complete_value for a leaf value, with its messages."""
+def _null(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> bool:
+    """graphql-core's checks before it completes a value: an error is raised, and so is a null in
+    a non-null field; True for a null it may be."""
     if isinstance(value, Exception):
         raise value
     if value is None or value is Undefined:
         if plan.non_null:
             raise TypeError(f"Cannot return null for non-nullable field {parent_type}.{name}.")
+        return True
+    return False
+
+
+def _complete_leaf(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> Any:
+    """graphql-core's complete_value for a leaf value, with its messages."""
+    if _null(plan, parent_type, name, value):
         return None
     assert plan.leaf is not None
     coerced = plan.leaf.coerce_output_value(value)
