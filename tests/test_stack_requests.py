@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from conftest import Tenant, make_stack, make_tenant
 from firstlume.db.models import OutboxEvent, Run, Stack
 from firstlume.db.models_audit import AuditEntry
-from firstlume.domain.runs import RunStatus, RunType, TriggerKind
+from firstlume.domain.runs import INITIAL, TRANSITIONS, RunStatus, RunType, TriggerKind
 from firstlume.services import accounts, dispatch, runs
 from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
@@ -117,6 +117,16 @@ async def test_a_start_counts_its_place_past_claimed_and_canceled_runs_as_a_read
     await cancel(eighth)
     tenth, position = await start()
     assert position == await counted(tenth) == 2
+
+
+def test_the_queue_is_entered_only_at_the_start_and_left_only_to_plan_or_be_canceled() -> None:
+    # What a start's position rests on (services/transitions.py _queue_position): every run is
+    # created queued, nothing returns to the queue, and a queued run leaves it only to start (the
+    # stack's first: services/dispatch.py) or to be canceled. A new way out of the queue, or back
+    # into it, must change how the position is worked out.
+    assert INITIAL is RunStatus.QUEUED
+    assert TRANSITIONS[RunStatus.QUEUED] == {RunStatus.PLANNING, RunStatus.CANCELED}
+    assert not any(RunStatus.QUEUED in targets for targets in TRANSITIONS.values())
 
 
 async def test_a_start_that_waited_for_the_stack_counts_the_start_it_waited_for(
