@@ -10,6 +10,7 @@ never queue behind writers. PostgreSQL: READ COMMITTED with explicit row locks
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +33,8 @@ READ_ONLY = "firstlume_read_only"
 # the burst reuses them. Overflow stays as headroom for rare peaks.
 POOL_SIZE = 20
 MAX_OVERFLOW = 20
+# Tries at switching a new SQLite file to WAL while other connections do the same (about 4 s).
+WAL_ATTEMPTS = 20
 # Connections are renewed after half an hour so that idle ones are not cut by firewalls in between.
 POOL_RECYCLE_SECONDS = 1800
 
@@ -40,6 +43,21 @@ def _prepare_sqlite_file(url: str) -> None:
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _use_wal(cursor: Any) -> None:
+    """Puts the database file in WAL mode (it stays so). The first connections to a new file (the
+    server's engines start at once) may all try to switch it: SQLite refuses all but one at once
+    with "database is locked", without waiting for the busy timeout, so a refused one tries
+    again shortly, on the event loop's time."""
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as error:
+            if "database is locked" not in str(error) or attempt == WAL_ATTEMPTS - 1:
+                raise
+        await_(asyncio.sleep(0.02 * (attempt + 1)))
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
@@ -56,9 +74,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
             # Let SQLAlchemy, not pysqlite, decide when transactions begin.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
+            _use_wal(cursor)
+            cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
 
