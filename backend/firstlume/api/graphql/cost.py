@@ -86,14 +86,14 @@ _estimates_lock = threading.Lock()
 def known_estimate(
     schema: GraphQLSchema,
     document: DocumentNode,
-    text: str,
+    text: str | None,
     operation_name: str | None,
     variables: Mapping[str, Any],
 ) -> int:
-    """`estimate`, of a document parsed from `text`, kept for the next time it is asked."""
-    try:
-        key = (text, operation_name, orjson.dumps(variables, option=orjson.OPT_SORT_KEYS))
-    except TypeError:  # not JSON (variables read from JSON always are)
+    """`estimate`, of a document parsed from `text`, kept for the next time it is asked (not
+    kept for a document given without its text)."""
+    key = _estimate_key(text, operation_name, variables)
+    if key is None:
         return estimate(schema, document, operation_name, variables)
     with _estimates_lock:
         cost = _estimates.get(key)
@@ -104,6 +104,17 @@ def known_estimate(
             if len(_estimates) > KEPT_ESTIMATES:
                 _estimates.popitem(last=False)
     return cost
+
+
+def _estimate_key(
+    text: str | None, operation_name: str | None, variables: Mapping[str, Any]
+) -> tuple[str, str | None, bytes] | None:
+    if text is None:
+        return None
+    try:
+        return (text, operation_name, orjson.dumps(variables, option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # variables that are not JSON (those read from a request always are)
+        return None
 
 
 def _operation(document: DocumentNode, name: str | None) -> OperationDefinitionNode | None:
@@ -210,21 +221,13 @@ class CostLimit(SchemaExtension):
         context = self.execution_context
         validated = context.pre_execution_errors is not None and not context.pre_execution_errors
         if validated and context.graphql_document is not None:
-            if isinstance(context.query, str):
-                cost = known_estimate(
-                    context.schema._schema,
-                    context.graphql_document,
-                    context.query,
-                    context.operation_name,
-                    context.variables or {},
-                )
-            else:
-                cost = estimate(
-                    context.schema._schema,
-                    context.graphql_document,
-                    context.operation_name,
-                    context.variables or {},
-                )
+            cost = known_estimate(
+                context.schema._schema,
+                context.graphql_document,
+                context.query,
+                context.operation_name,
+                context.variables or {},
+            )
             if cost > MAX_COST:
                 context.pre_execution_errors = [QueryTooCostly(cost)]
         yield

@@ -56,7 +56,6 @@ class PlainField(NamedTuple):
     leaf: GraphQLLeafType | None  # one of these two
     object_type: GraphQLObjectType | None
     non_null: bool
-    type: GraphQLOutputType
 
 
 # Per GraphQL field of the schema (which lives as long as the process): its PlainField, or None.
@@ -74,9 +73,15 @@ def plain_field(field: GraphQLField) -> PlainField | None:
     return plan
 
 
-def _plan(field: GraphQLField) -> PlainField | None:
+def _without_arguments(field: GraphQLField) -> StrawberryField | None:
+    """The strawberry field behind `field`, when it takes no arguments."""
     definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    if not isinstance(definition, StrawberryField) or field.args:
+    return definition if isinstance(definition, StrawberryField) and not field.args else None
+
+
+def _plan(field: GraphQLField) -> PlainField | None:
+    definition = _without_arguments(field)
+    if definition is None:
         return None
     direct: Callable[[Any], Any] | None = getattr(field.resolve, DIRECT, None)
     read: Callable[[Any, str], Any]
@@ -90,9 +95,9 @@ def _plan(field: GraphQLField) -> PlainField | None:
     non_null = is_non_null_type(field.type)
     inner = field.type.of_type if non_null else field.type  # type: ignore[union-attr]
     if is_leaf_type(inner):
-        return PlainField(read, definition.python_name, attribute, inner, None, non_null, field.type)
+        return PlainField(read, definition.python_name, attribute, inner, None, non_null)
     if isinstance(inner, GraphQLObjectType) and inner.is_type_of is None:
-        return PlainField(read, definition.python_name, attribute, None, inner, non_null, field.type)
+        return PlainField(read, definition.python_name, attribute, None, inner, non_null)
     return None
 
 
@@ -129,7 +134,7 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
                         plan, parent_type, node.name.value, field_details_list, path, value, position_context
                     )
                     if self.is_awaitable(completed):
-                        return self._await_completed(completed, plan.type, field_details_list, path)
+                        return self._await_completed(completed, field.type, field_details_list, path)
                     return completed
                 except Exception as raw_error:
                     self.handle_field_error(raw_error, field.type, field_details_list, path)
@@ -204,8 +209,8 @@ def resolve_directly(schema: Schema) -> int:
         if not isinstance(graphql_type, GraphQLObjectType) or graphql_type.name.startswith("__"):
             continue
         for field in graphql_type.fields.values():
-            definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-            if not isinstance(definition, StrawberryField) or field.args:
+            definition = _without_arguments(field)
+            if definition is None:
                 continue
             direct = _direct(definition)
             if direct is not None and not converter._get_field_exception_handlers(definition):
