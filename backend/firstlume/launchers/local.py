@@ -75,9 +75,11 @@ def exit_reason(returncode: int, *, sandboxed: bool = False) -> str:
 STOP_GRACE_SECONDS = 10.0
 
 
-def _end_tree(pid: int) -> None:
-    """The executor leads a session: every process it started is in it (process_tree.py)."""
-    kill_session(pid)
+async def _end_tree(pid: int) -> None:
+    """The executor leads a session: every process it started is in it (process_tree.py). The
+    scan of /proc runs in a thread: on the event loop it held up the requests of the phase that
+    starts as this one ends (the apply's spec, as the plan's executor exits)."""
+    await asyncio.to_thread(kill_session, pid)
 
 
 def _terminate(pid: int) -> None:
@@ -241,7 +243,7 @@ class LocalLauncher:
         return spare
 
     async def _discard(self, executor: _Executor) -> None:
-        _end_tree(executor.process.pid)
+        await _end_tree(executor.process.pid)
         if executor.process.returncode is None:
             await executor.process.wait()
         await asyncio.to_thread(executor.work_dir.remove)
@@ -273,7 +275,7 @@ class LocalLauncher:
         finally:
             # An executor that died leaves its engine and its provisioners running, holding the
             # state lock, and its work dir with the plan file: end the whole tree, remove the dir.
-            _end_tree(executor.process.pid)
+            await _end_tree(executor.process.pid)
             await asyncio.to_thread(executor.work_dir.remove)
         self._processes.pop(ref, None)
         self._start_spare()  # the last executor ended: the spares fill up, while nothing else runs
@@ -293,7 +295,7 @@ class LocalLauncher:
     async def cleanup(self, ref: PhaseRef) -> None:
         executor = self._processes.get(ref)
         if executor is not None and executor.process.returncode is None:
-            _end_tree(executor.process.pid)  # the watcher then removes the work dir
+            await _end_tree(executor.process.pid)  # the watcher then removes the work dir
             # Returns once the executor is gone: whoever fails its run next releases the lock.
             with suppress(TimeoutError):
                 await asyncio.wait_for(executor.process.wait(), 30)
@@ -330,7 +332,7 @@ class LocalLauncher:
                 timeout=STOP_GRACE_SECONDS,
             )
         for executor in stopping.values():
-            _end_tree(executor.process.pid)
+            await _end_tree(executor.process.pid)
         # The watchers end each tree and remove each work dir.
         for task in watchers:
             task.cancel()

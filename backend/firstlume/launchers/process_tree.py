@@ -15,36 +15,43 @@ from contextlib import suppress
 from pathlib import Path
 
 PROC = Path("/proc")
+# States of a process that has exited: zombie, dead.
+_EXITED = frozenset({"Z", "X", "x"})
 
 
-def _ids(stat: str) -> tuple[int, int]:
-    """The process group and session of a /proc/<pid>/stat line (the command name, in
+def _fields(stat: str) -> tuple[str, int, int]:
+    """The state, process group and session of a /proc/<pid>/stat line (the command name, in
     parentheses, may itself hold spaces and parentheses)."""
     fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[2]), int(fields[3])
+    return fields[0], int(fields[2]), int(fields[3])
 
 
-def session_members(session: int) -> list[int]:
+def session_members(session: int, *, living: bool = False) -> list[int]:
+    """The processes of `session`; with `living`, not those that have exited and wait only to be
+    reaped (zombies: a signal cannot reach them, and they run nothing)."""
+    # Plain os calls rather than pathlib: a scan reads every process's stat line, and one runs
+    # after every phase.
     members = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
+    for name in os.listdir(PROC):
+        if not name.isdigit():
             continue
         try:
-            _, sid = _ids((entry / "stat").read_text())
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                state, _, sid = _fields(stat.read().decode("utf-8", "replace"))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        if sid == session:
-            members.append(int(entry.name))
+        if sid == session and not (living and state in _EXITED):
+            members.append(int(name))
     return members
 
 
 def kill_session(session: int, rounds: int = 5) -> None:
     """SIGKILL to every process of `session` (a member may fork while the first round is sent:
-    a few rounds, until none is left)."""
+    a few rounds, until none is left alive). Blocking: the event loop calls it in a thread."""
     for _ in range(rounds):
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(session, signal.SIGKILL)
-        members = [pid for pid in session_members(session) if pid != os.getpid()]
+        members = [pid for pid in session_members(session, living=True) if pid != os.getpid()]
         if not members:
             return
         for pid in members:
