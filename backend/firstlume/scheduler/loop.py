@@ -14,9 +14,10 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
+from typing import cast
 
 from firstlume import metrics
 from firstlume.db.types import utcnow
@@ -135,23 +136,37 @@ class Scheduler:
                 await asyncio.sleep(self.ctx.settings.scheduler_interval)
 
     async def _loop(self) -> None:
+        checked_at: float | None = None
         while True:
             # Cleared before the pass, so an event that arrives during it wakes the next one.
             self._wake.clear()
+            # Events wake a pass for their work (a run to start, a lock freed); the executors'
+            # health is checked at the interval's pace only: a run's every step wakes a pass,
+            # and two more reads each time were most of the scheduler's work (P1).
+            now = self._clock()
+            health = checked_at is None or now - checked_at >= self.ctx.settings.scheduler_interval
             try:
-                await self.tick()
+                await self.tick(health=health)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("scheduler tick failed")
+            if health:
+                checked_at = now
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
-    async def tick(self) -> None:
+    async def tick(self, *, health: bool = True) -> None:
+        """One pass: deaths not yet stored, canceled runs' leftovers, queued phases; with `health`,
+        silent executors and the launcher's view of the running phases too."""
         for died in list(self._unrecorded.values()):
             await self._on_death(died)
         await self.clean_up_canceled()
         await self.dispatch()
+        if health:
+            await self.check_health()
+
+    async def check_health(self) -> None:
         up_since = self._serving_since() if self._serving_since is not None else self._up_since
         for ref in [] if up_since is None else await dispatch.silent_phases(self.ctx, up_since=up_since):
             # A silent executor may still be running: it is stopped first, and only then does
@@ -175,30 +190,37 @@ class Scheduler:
         """Claims and launches queued phases, batch after batch, until none is left."""
         launched = 0
         for _ in range(MAX_BATCHES_PER_PASS):
-            with metrics.timed(metrics.CLAIM_LATENCY):
-                plans = await dispatch.claim_plans(self.ctx)
-                try:
-                    applies = await dispatch.claim_applies(self.ctx)
-                except Exception:
-                    # The plans' claim is committed: unlaunched, they would sit in `planning`
-                    # without an executor until the heartbeat timeout. Launched first, then the
-                    # failure ends the pass (the database went away between the two claims).
-                    await asyncio.gather(*(self._launch(launch) for launch in plans))
-                    raise
-            launches = plans + applies
-            for launch in launches:
-                metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
-            if not launches:
+            # Both claims at once, each launching what it took as soon as it is committed: a
+            # phase waits for its own claim only, not for the other kind's (usually empty) one.
+            # A claim that fails ends the pass once the other's phases are launched: committed,
+            # unlaunched, they would sit without an executor until the heartbeat timeout.
+            outcomes = await asyncio.gather(
+                self._claim_and_launch(dispatch.claim_plans),
+                self._claim_and_launch(dispatch.claim_applies),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            plans, applies = cast(tuple[int, int], tuple(outcomes))
+            if not plans and not applies:
                 return launched
-            await asyncio.gather(*(self._launch(launch) for launch in launches))
-            launched += len(launches)
-            if len(plans) < dispatch.CLAIM_BATCH and len(applies) < dispatch.CLAIM_BATCH:
+            launched += plans + applies
+            if plans < dispatch.CLAIM_BATCH and applies < dispatch.CLAIM_BATCH:
                 # Batches that were not full took every phase startable when they were read; what
                 # became startable since announced itself, and wakes the next pass. Claiming again
                 # found nothing, at the moment the launched executors ask for their spec.
                 return launched
         self._wake.set()  # more may be queued: the next pass follows at once
         return launched
+
+    async def _claim_and_launch(self, claim: Callable[[Context], Awaitable[list[PhaseLaunch]]]) -> int:
+        with metrics.timed(metrics.CLAIM_LATENCY):
+            launches = await claim(self.ctx)
+        for launch in launches:
+            metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
+        await asyncio.gather(*(self._launch(launch) for launch in launches))
+        return len(launches)
 
     async def _launch(self, launch: PhaseLaunch) -> None:
         ref = PhaseRef(launch.run_id, launch.phase, launch.attempt)

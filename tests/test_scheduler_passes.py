@@ -1,0 +1,112 @@
+"""What a scheduler pass does, and when (scheduler/loop.py): a pass woken by an event claims and
+launches, and leaves the executors' health to the interval's pace; the two kinds of claim run at
+once, so a phase never waits for the other kind's claim before it is launched."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from conftest import Tenant, make_stack
+from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
+from firstlume.scheduler.loop import Scheduler
+from firstlume.services import dispatch
+from firstlume.services.context import Context
+from support.launchers import QuietLauncher
+from support.runs import start
+
+TIMEOUT = 10.0
+
+
+class Seen:
+    """What the test watches: counts that others change, and waits for a condition on them."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.health_checks = 0
+        self.launched: list[str] = []
+        self._changed = asyncio.Condition()
+
+    async def note(self, change: Callable[[], None]) -> None:
+        async with self._changed:
+            change()
+            self._changed.notify_all()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(condition), TIMEOUT)
+
+
+class Watched(QuietLauncher):
+    def __init__(self, seen: Seen) -> None:
+        self.seen = seen
+
+    async def launch(self, launch: PhaseLaunch) -> None:
+        await self.seen.note(lambda: self.seen.launched.append(launch.run_id))
+
+    async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
+        def count() -> None:
+            self.seen.health_checks += 1
+
+        await self.seen.note(count)
+        return []
+
+
+async def test_passes_woken_by_events_check_health_only_at_the_intervals_pace(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scheduler's clock is the test's: the health check is due again once it moved an interval.
+    now = [1000.0]
+    interval = 3600.0  # far longer than the test: every pass after the first is woken by wake()
+    ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": interval})
+    seen = Seen()
+    scheduler = Scheduler(ctx, Watched(seen), clock=lambda: now[0])  # type: ignore[arg-type]
+    claim_plans = dispatch.claim_plans
+
+    async def counted(ctx: Context) -> list[PhaseLaunch]:
+        def count() -> None:
+            seen.passes += 1
+
+        await seen.note(count)
+        return await claim_plans(ctx)
+
+    monkeypatch.setattr(dispatch, "claim_plans", counted)
+    await scheduler.start()
+    try:
+        await seen.until(lambda: seen.health_checks == 1)  # the first pass checks
+        for _ in range(4):
+            woken = seen.passes + 1
+            scheduler.wake()
+            await seen.until(lambda: seen.passes >= woken)  # noqa: B023  (awaited here, in the loop)
+        assert seen.health_checks == 1
+        now[0] += interval
+        scheduler.wake()
+        await seen.until(lambda: seen.health_checks == 2)
+    finally:
+        await scheduler.stop()
+    # A pass called directly (as tests and tools do) does all of its work.
+    await scheduler.tick()
+    assert seen.health_checks == 3
+
+
+async def test_a_plan_is_launched_while_the_applies_claim_is_still_running(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+    may_claim_applies = asyncio.Event()
+    claim_applies = dispatch.claim_applies
+
+    async def held_applies(ctx: Context) -> list[PhaseLaunch]:
+        await may_claim_applies.wait()
+        return await claim_applies(ctx)
+
+    monkeypatch.setattr(dispatch, "claim_applies", held_applies)
+    seen = Seen()
+    passing = asyncio.create_task(Scheduler(ctx, Watched(seen)).dispatch())  # type: ignore[arg-type]
+    await seen.until(lambda: seen.launched == [run_id])
+    assert not passing.done()  # launched while the applies' claim has not even begun
+    may_claim_applies.set()
+    assert await asyncio.wait_for(passing, TIMEOUT) == 1
