@@ -7,6 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from firstlume.domain.changes import (
     GROUPS,
@@ -16,6 +19,8 @@ from firstlume.domain.changes import (
     AttributeChange,
     Change,
     Summary,
+    _digest,
+    _same_secret,
     changes_from_plan,
     classify,
     group_changes,
@@ -569,3 +574,25 @@ def test_a_value_that_reads_sensitive_as_text_is_compared_like_a_masked_one() ->
         )
     )
     assert change.attributes == (AttributeChange("v", SENSITIVE, SENSITIVE_CHANGED, False),)
+
+
+# A masked value's change is told without its digest where both sides are strings --------------
+
+_SECRET_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-3, 3, allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=6,
+)
+
+
+@hypothesis_settings(max_examples=500, deadline=None)
+@given(before=_SECRET_VALUES, after=_SECRET_VALUES)
+def test_a_masked_value_is_told_changed_exactly_when_its_digest_changes(before: Any, after: Any) -> None:
+    # The digest is the reference: 1 and 1.0, or true and 1, are different values to Terraform.
+    assert _same_secret(before, after) == (_digest(before) == _digest(after))
+    assert _same_secret(before, before)
+
+
+def test_a_masked_value_of_another_json_type_is_changed_even_when_python_calls_it_equal() -> None:
+    assert not _same_secret(1, 1.0) and not _same_secret(True, 1) and not _same_secret("1", 1)
+    assert _same_secret("pw", "pw") and not _same_secret("pw", "pw2")
