@@ -36,7 +36,7 @@ def session_members(session: int, *, living: bool = False) -> list[int]:
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
+            with open(f"{PROC}/{name}/stat", "rb") as stat:
                 state, _, sid = _fields(stat.read().decode("utf-8", "replace"))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile

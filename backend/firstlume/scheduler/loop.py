@@ -142,7 +142,7 @@ class Scheduler:
             self._wake.clear()
             # Events wake a pass for their work (a run to start, a lock freed); the executors'
             # health is checked at the interval's pace only: a run's every step wakes a pass,
-            # and two more reads each time were most of the scheduler's work (P1).
+            # and each would otherwise pay two more reads.
             now = self._clock()
             health = checked_at is None or now - checked_at >= self.ctx.settings.scheduler_interval
             try:
