@@ -55,6 +55,16 @@ class ControlPlane:
             return httpx.Response(200, json={"status": "failed"})
         return httpx.Response(204)
 
+    def reported(self, kind: str) -> list[dict[str, Any]]:
+        """The reports of `kind` the executor sent (POST /reports), in order, without their kind."""
+        return [
+            {k: v for k, v in report.items() if k != "kind"}
+            for _, path, body in self.requests
+            if path == "/reports"
+            for report in body["reports"]
+            if report["kind"] == kind
+        ]
+
     def finished(self) -> dict[str, Any]:
         [body] = [b for method, path, b in self.requests if path == "/finish"]
         return body  # type: ignore[no-any-return]
@@ -108,7 +118,7 @@ async def test_a_malformed_plan_download_fails_the_apply_naming_the_field(
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     error = plane.finished()["error"]
     assert "the control plane's answer to GET /plan is not valid" in error and field in error
-    assert ("POST", "/steps", {"name": "apply", "status": "failed"}) in plane.requests
+    assert {"name": "apply", "status": "failed"} in plane.reported("step")
     assert f"Error: {error}" in plane.log
     assert "Traceback" not in capsys.readouterr().err
 
@@ -128,7 +138,7 @@ async def test_a_push_runs_plan_checks_out_the_pushed_commit_not_the_tip(tmp_pat
 
     await run_phase(plane, tmp_path / "work")
 
-    [reported] = [body for _, path, body in plane.requests if path == "/commit"]
+    [reported] = plane.reported("commit")
     assert reported["sha"] == pushed
     assert f"at commit {pushed}" in plane.log
     assert f"does not exist in commit {pushed}" in plane.finished()["error"]
@@ -233,9 +243,12 @@ class RefusesSteps(ControlPlane):
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api/v1/executor")
-        if path == "/steps":
+        if path == "/reports":
             self.requests.append((request.method, path, json.loads(request.content)))
-            error = {"code": "step_out_of_order", "message": "Step 'checkout' is failed (test)."}
+            error = {
+                "code": "step_out_of_order",
+                "message": "Report 0 (step): Step 'checkout' is failed (test).",
+            }
             return httpx.Response(409, json={"error": error})
         if path == "/plan" and request.method == "POST":
             self.requests.append((request.method, path, None))

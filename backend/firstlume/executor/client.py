@@ -32,6 +32,8 @@ from firstlume.protocol.executor import (
     PlanDownload,
     PlanRecorded,
     PlanUpload,
+    Report,
+    ReportBatch,
     ResourceReport,
     ResourceReports,
     StateBackend,
@@ -152,6 +154,12 @@ class ExecutorClient:
 
     async def report_state_backends(self, backends: list[StateBackend]) -> None:
         await self._request("POST", "/state-backends", StateBackendsReport(backends=backends))
+
+    async def report(self, reports: list[Report]) -> None:
+        # Every report is recorded again without effect (a step's status it already has, a
+        # commit already stored): a retry after a lost answer is harmless, the batch being
+        # recorded whole or not at all.
+        await self._request("POST", "/reports", ReportBatch(reports=reports))
 
     async def upload_plan(self, upload: PlanUpload) -> PlanRecorded:
         answer = await self._request(

@@ -15,7 +15,9 @@ class HeartbeatSink(Protocol):
 
 
 class Heartbeat:
-    """Sends one heartbeat at once, then one every `interval` seconds until stopped.
+    """Sends a heartbeat every `interval` seconds until stopped. The first goes one interval
+    after the start: the control plane counts the phase's claim and its spec request as signs of
+    life, and a beat at once would only add a request to the busiest moment of the phase.
 
     A failed heartbeat is only reported on stderr: the next one may get through, and the
     control plane tolerates gaps up to its timeout. A 401 means the phase is over for the
@@ -60,7 +62,8 @@ class Heartbeat:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        next_beat = loop.time()
+        next_beat = loop.time() + self._interval
+        await asyncio.sleep(self._interval)
         while True:
             try:
                 await self._sink.heartbeat()

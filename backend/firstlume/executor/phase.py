@@ -19,7 +19,6 @@ import traceback
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,16 @@ from firstlume.executor.managed_state import MANAGED_BACKEND, credentials_enviro
 from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import (
-    ConfigurationReport,
+    CommitEntry,
+    ConfigurationEntry,
     PhaseResult,
     PhaseSpec,
     PlanDownload,
     PlanUpload,
     ResourceReport,
     StateBackend,
+    StateBackendsEntry,
+    StepEntry,
     Variable,
     VariableUse,
 )
@@ -149,7 +151,7 @@ class PhaseRunner:
         self.ship_interval = ship_interval
         self.masker = Masker()
         self.logs = LogShipper(client, offset=0, masker=self.masker, interval=ship_interval)
-        self.reports = OrderedReports()
+        self.reports = OrderedReports(client, before_step_end=self._quiet_flush)
         self._step_name = "checkout"
         self._body: asyncio.Task[None] | None = None
         self._stop_reason: str | None = None
@@ -253,7 +255,13 @@ class PhaseRunner:
                 self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
                 commit = await self._checkout(spec, branch=branch)
             self.reports.send(
-                partial(self.client.report_commit, commit.sha, commit.author, commit.message, commit.url)
+                CommitEntry(
+                    kind="commit",
+                    sha=commit.sha,
+                    author=commit.author,
+                    message=commit.message,
+                    url=commit.url,
+                )
             )
             code_dir = self._code_dir(stack.path, commit)
             config = load_config(code_dir)
@@ -262,10 +270,16 @@ class PhaseRunner:
                 VariableUse(name=v.name, origin=v.origin, sensitive=v.sensitive, kind=v.kind)
                 for v in variables
             ]
-            configuration = ConfigurationReport.model_validate(
-                {"config_yaml": config.text, "engine": config.engine, "variables": public}
+            self.reports.send(
+                ConfigurationEntry.model_validate(
+                    {
+                        "kind": "configuration",
+                        "config_yaml": config.text,
+                        "engine": config.engine,
+                        "variables": public,
+                    }
+                )
             )
-            self.reports.send(partial(self.client.report_configuration, configuration))
             self._log(f"Engine: {config.engine}")
             for v in public:
                 self._log(f"Variable {v.name} ({v.kind}) from {v.origin}")
@@ -274,7 +288,7 @@ class PhaseRunner:
         async with self._step("init"):
             self._manage_state(spec, engine)
             await engine.init()
-            self.reports.send(partial(self.client.report_state_backends, self._state_backends(engine)))
+            self.reports.send(self._state_backends(engine))
 
         async with self._step("plan", last=True):
             terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
@@ -335,7 +349,7 @@ class PhaseRunner:
             engine.restore_lock_file(plan.lock_file)
             self._manage_state(spec, engine)
             await engine.init(lockfile_readonly=plan.lock_file is not None)
-            self.reports.send(partial(self.client.report_state_backends, self._state_backends(engine)))
+            self.reports.send(self._state_backends(engine))
 
             self._heading("apply")
             plan_file = self.work_dir / "plan.tfplan"
@@ -386,7 +400,7 @@ class PhaseRunner:
         the log it wrote is shipped, so a finished step always shows its whole log. The `last`
         step's end, when it ends well, is reported with the phase's result: the result waits for
         every report and the log anyway, and one round trip fewer ends the phase sooner."""
-        self.reports.send(partial(self.client.step, name, StepStatus.RUNNING))
+        self.reports.send(StepEntry(kind="step", name=name, status=StepStatus.RUNNING))
         self._step_name = name
         if heading:
             self._heading(name)
@@ -401,12 +415,12 @@ class PhaseRunner:
                 self._log(f"Error: {self._stop_reason}")
             elif not (isinstance(exc, PhaseFailure) and exc.logged):
                 self._log(f"Error: {self._describe(exc)}")
-            self.reports.send(partial(self._end_step, name, StepStatus.FAILED))
+            self.reports.send(StepEntry(kind="step", name=name, status=StepStatus.FAILED))
             raise
         if last:
             self._ended_with_phase = name
         else:
-            self.reports.send(partial(self._end_step, name, StepStatus.DONE))
+            self.reports.send(StepEntry(kind="step", name=name, status=StepStatus.DONE))
 
     async def _drop_plan(self) -> None:
         """The plan asked for ahead is not needed: its request ends, and so does any error of it."""
@@ -414,10 +428,6 @@ class PhaseRunner:
             self._plan.cancel()
             await asyncio.gather(self._plan, return_exceptions=True)
             self._plan = None
-
-    async def _end_step(self, name: str, status: StepStatus) -> None:
-        await self._quiet_flush()
-        await self.client.step(name, status)
 
     def _heading(self, part: str) -> None:
         """Both phases mark each part of their log the same way."""
@@ -499,11 +509,12 @@ class PhaseRunner:
         names = ", ".join(sorted(self._managed_units))
         self._log(f"State: kept in Firstlume, locked in this run's name (no backend in the code: {names})")
 
-    def _state_backends(self, engine: Engine) -> list[StateBackend]:
-        return [
+    def _state_backends(self, engine: Engine) -> StateBackendsEntry:
+        backends = [
             StateBackend(unit=b.unit, backend=MANAGED_BACKEND) if b.unit in self._managed_units else b
             for b in engine.state_backends()
         ]
+        return StateBackendsEntry(kind="state_backends", backends=backends)
 
     def _remove_overrides(self) -> None:
         for path in self._overrides:

@@ -209,6 +209,42 @@ class StateBackendsReport(Request):
     backends: list[StateBackend] = Field(description="one per unit")
 
 
+# -- reports sent together ------------------------------------------------------------------------
+# The reports above that need no answer, each tagged with its `kind`, for `POST /reports`: an
+# executor sends what it has to report at once in one request instead of one request each.
+
+
+class StepEntry(StepReport):
+    kind: Literal["step"] = Field(description="`POST /steps`")
+
+
+class CommitEntry(CommitReport):
+    kind: Literal["commit"] = Field(description="`POST /commit`")
+
+
+class ConfigurationEntry(ConfigurationReport):
+    kind: Literal["configuration"] = Field(description="`POST /configuration`")
+
+
+class StateBackendsEntry(StateBackendsReport):
+    kind: Literal["state_backends"] = Field(description="`POST /state-backends`")
+
+
+Report = Annotated[
+    StepEntry | CommitEntry | ConfigurationEntry | StateBackendsEntry, Field(discriminator="kind")
+]
+REPORT_KINDS = ("step", "commit", "configuration", "state_backends")
+MAX_REPORTS = 100
+
+
+class ReportBatch(Request):
+    """`POST /reports`: reports applied in order in one transaction, all of them or none."""
+
+    reports: list[Report] = Field(
+        min_length=1, max_length=MAX_REPORTS, description="in the order the phase made them"
+    )
+
+
 class PlanUpload(Request):
     """`POST /plan`: the plan phase's artifacts."""
 
@@ -340,6 +376,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "409 `log_gap` with `expected_offset` when `offset` is past the end",
     ),
     Endpoint("POST", "/state-backends", StateBackendsReport, None, "204"),
+    Endpoint(
+        "POST", "/reports", ReportBatch, None, "204",
+        "the four reports above in one request; a refusal names the report (`report`, from 0) and "
+        "undoes the whole batch",
+    ),
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
     Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
@@ -362,8 +403,21 @@ def describe(error: ValidationError) -> tuple[str, str]:
     """The first problem of `error` as (field path, sentence), without the offending value,
     which may be a secret."""
     first = error.errors(include_url=False, include_input=False)[0]
-    path = field_path(tuple(part for part in first["loc"] if not _is_internal(part)))
+    location = first["loc"]
+    path = field_path(
+        tuple(
+            part
+            for index, part in enumerate(location)
+            # A tagged report's kind is in the location too, after its index in the batch.
+            if not _is_internal(part)
+            and not (part in REPORT_KINDS and index > 0 and isinstance(location[index - 1], int))
+        )
+    )
     kind, message = first["type"], first["msg"]
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tag = f"{path}.{first['ctx']['discriminator'].strip(chr(39))}"
+        kinds = ", ".join(REPORT_KINDS)  # the only tagged union of the protocol
+        return tag, f"'{tag}' is required and must be one of: {kinds}"
     if kind == "missing":
         return path, f"'{path}' is required"
     if kind == "extra_forbidden":

@@ -55,8 +55,11 @@ class Unit:
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
         broker is down then, it is lost (views also poll); events that must not be lost go
-        through the outbox instead (services/outbox.py)."""
-        self._events.append((channel, event_from(event)))
+        through the outbox instead (services/outbox.py). An event already waiting is not added
+        again: several reports of one request (POST /reports) would wake a view once each."""
+        entry = (channel, event_from(event))
+        if entry not in self._events:
+            self._events.append(entry)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import summarize
-from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound, Unauthenticated
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
     Phase,
@@ -50,6 +50,7 @@ from firstlume.protocol.executor import (
     PlanRecorded,
     PlanSummary,
     PlanUpload,
+    ReportBatch,
     ResourceReports,
     StackSource,
     StateBackendsReport,
@@ -237,6 +238,26 @@ async def append_log(unit: Unit, run: Run, batch: LogBatch) -> int:
 async def record_state_backends(unit: Unit, run: Run, report: StateBackendsReport) -> None:
     run.state_backends = [b.model_dump(mode="json") for b in report.backends]
     unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+
+
+async def record_reports(unit: Unit, run: Run, token: PhaseToken, batch: ReportBatch) -> None:
+    """Each report as its own endpoint records it, in order. A refusal names the report and,
+    raised out of the unit, undoes those before it: a batch is recorded whole or not at all."""
+    for index, report in enumerate(batch.reports):
+        try:
+            if report.kind == "step":
+                await record_step(unit, run, report)
+            elif report.kind == "commit":
+                await record_commit(unit, run, token, report)
+            elif report.kind == "configuration":
+                await record_configuration(unit, run, token, report)
+            else:
+                await record_state_backends(unit, run, report)
+        except FirstlumeError as error:
+            error.message = f"Report {index} ({report.kind}): {error.message}"
+            error.args = (error.message,)
+            error.details["report"] = index
+            raise
 
 
 async def store_plan(

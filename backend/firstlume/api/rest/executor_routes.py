@@ -66,6 +66,8 @@ async def spec(request: Request) -> Response:
             await serials.state_moved_since_plan(unit.session, run) if token.phase == Phase.APPLY else None
         )
         if moved is None:
+            # Asking for its spec is the executor's first sign of life: its first heartbeat.
+            await execution.heartbeat(unit.session, run)
             return model_response(await execution.phase_spec(context_of(request), unit.session, run, token))
         await execution.fail_run(unit, run, moved, actor="firstlume")
     raise serials.StateMoved(moved)
@@ -114,6 +116,13 @@ async def state_backends(request: Request) -> Response:
 
 
 @endpoint
+async def reports(request: Request) -> Response:
+    async with phase_report(request, protocol.ReportBatch) as (unit, run, token, batch):
+        await execution.record_reports(unit, run, token, batch)
+    return Response(status_code=204)
+
+
+@endpoint
 async def upload_plan(request: Request) -> Response:
     ctx = context_of(request)
     async with phase_report(request, protocol.PlanUpload) as (unit, run, token, report):
@@ -156,6 +165,7 @@ routes = [
     Route(f"{E}/steps", steps, methods=["POST"], name="executor.steps"),
     Route(f"{E}/logs", logs, methods=["POST"], name="executor.logs"),
     Route(f"{E}/state-backends", state_backends, methods=["POST"], name="executor.state_backends"),
+    Route(f"{E}/reports", reports, methods=["POST"], name="executor.reports"),
     Route(f"{E}/plan", upload_plan, methods=["POST"], name="executor.upload_plan"),
     Route(f"{E}/plan", download_plan, methods=["GET"], name="executor.download_plan"),
     Route(f"{E}/resources", resources, methods=["POST"], name="executor.resources"),

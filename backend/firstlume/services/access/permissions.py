@@ -47,6 +47,7 @@ REST: dict[str, Need] = {
             "commit",
             "configuration",
             "steps",
+            "reports",
             "logs",
             "state_backends",
             "upload_plan",
