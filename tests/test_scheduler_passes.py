@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from conftest import Tenant, make_stack
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
+from firstlume.protocol.events import RunStatusChanged
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services import dispatch
 from firstlume.services.context import Context
@@ -110,3 +112,53 @@ async def test_a_plan_is_launched_while_the_applies_claim_is_still_running(
     assert not passing.done()  # launched while the applies' claim has not even begun
     may_claim_applies.set()
     assert await asyncio.wait_for(passing, TIMEOUT) == 1
+
+
+async def test_a_pass_woken_by_a_change_claims_only_the_kind_it_can_make_startable(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run queued can only start a plan (no relay here: the start's wake is the only one); the
+    # interval's passes, and a wake that names no change, claim both kinds.
+    now = [1000.0]
+    interval = 3600.0
+    ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": interval})
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    seen = Seen()
+    claims: list[str] = []
+    claim_plans, claim_applies = dispatch.claim_plans, dispatch.claim_applies
+
+    def counted(kind: str, claim: Callable[[Context], Any]) -> Callable[[Context], Any]:
+        async def claiming(ctx: Context) -> list[PhaseLaunch]:
+            await seen.note(lambda: claims.append(kind))
+            return list(await claim(ctx))
+
+        return claiming
+
+    monkeypatch.setattr(dispatch, "claim_plans", counted("plans", claim_plans))
+    monkeypatch.setattr(dispatch, "claim_applies", counted("applies", claim_applies))
+    scheduler = Scheduler(ctx, Watched(seen), clock=lambda: now[0])  # type: ignore[arg-type]
+    ctx.wake_scheduler = scheduler.wake
+    await scheduler.start()
+    try:
+        await seen.until(lambda: seen.health_checks == 1)
+        assert sorted(claims) == ["applies", "plans"]  # the first pass, at the interval's pace
+        claims.clear()
+        run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+        await seen.until(lambda: seen.launched == [run_id])
+        assert claims == ["plans"]  # the start's own wake: no applies' claim beside it
+        claims.clear()
+        scheduler.wake()  # a wake that says nothing of its cause claims both
+        await seen.until(lambda: len(claims) >= 2)
+        assert sorted(claims[:2]) == ["applies", "plans"]
+        claims.clear()
+        # Another replica's run approved (heard through the pub/sub): applies only.
+        approved = RunStatusChanged(
+            run_id="r", org_id="o", status="apply_queued", from_status="awaiting_approval"
+        )
+        scheduler.notice(approved)
+        await seen.until(lambda: claims == ["applies"])
+        scheduler.wake(frozenset({"plans"}))  # a pass after it: had it claimed plans, they'd be before
+        await seen.until(lambda: "plans" in claims)
+        assert claims == ["applies", "plans"]
+    finally:
+        await scheduler.stop()

@@ -14,13 +14,14 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import cast
 
 from firstlume import metrics
 from firstlume.db.types import utcnow
+from firstlume.domain.claims import APPLIES, BOTH, PLANS, Claim, claims_after
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
 from firstlume.protocol.events import Event, RunStatusChanged
@@ -60,6 +61,8 @@ class Scheduler:
         self._serving_since = serving_since
         self.launcher = launcher
         self._wake = asyncio.Event()
+        # The claims the events heard since the last pass call for (domain/claims.py).
+        self._claims: set[Claim] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._limit = asyncio.Semaphore(LAUNCH_CONCURRENCY)
         self._clock = clock
@@ -91,7 +94,8 @@ class Scheduler:
         for died in await self.launcher.close() or []:
             await dispatch.on_executor_died(self.ctx, died)
 
-    def wake(self) -> None:
+    def wake(self, claims: Iterable[Claim] = BOTH) -> None:
+        self._claims.update(claims)
         self._wake.set()
 
     async def _on_death(self, died: ExecutorDied) -> None:
@@ -119,7 +123,7 @@ class Scheduler:
         """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
         if isinstance(event, RunStatusChanged) and event.status == RunStatus.CANCELED:
             self._to_clean.add(event.run_id)
-        self._wake.set()
+        self.wake(claims_after(event.status if isinstance(event, RunStatusChanged) else None))
 
     async def _listen(self) -> None:
         # Starting, approving, ending or canceling a run publishes on this channel, so the next
@@ -140,13 +144,16 @@ class Scheduler:
         while True:
             # Cleared before the pass, so an event that arrives during it wakes the next one.
             self._wake.clear()
-            # Events wake a pass for their work (a run to start, a lock freed); the executors'
-            # health is checked at the interval's pace only: a run's every step wakes a pass,
-            # and each would otherwise pay two more reads.
+            # Events wake a pass for their work (a run to start, a lock freed), which claims
+            # what they call for; the executors' health is checked, and both kinds claimed, at
+            # the interval's pace only: a run's every step wakes a pass, and each would
+            # otherwise pay two more reads.
             now = self._clock()
             health = checked_at is None or now - checked_at >= self.ctx.settings.scheduler_interval
+            claims = BOTH if health or not self._claims else frozenset(self._claims)
+            self._claims.clear()
             try:
-                await self.tick(health=health)
+                await self.tick(health=health, claims=claims)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -156,13 +163,14 @@ class Scheduler:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
-    async def tick(self, *, health: bool = True) -> None:
-        """One pass: deaths not yet stored, canceled runs' leftovers, queued phases; with `health`,
-        silent executors and the launcher's view of the running phases too."""
+    async def tick(self, *, health: bool = True, claims: Iterable[Claim] = BOTH) -> None:
+        """One pass: deaths not yet stored, canceled runs' leftovers, queued phases of the kinds
+        `claims` names; with `health`, silent executors and the launcher's view of the running
+        phases too."""
         for died in list(self._unrecorded.values()):
             await self._on_death(died)
         await self.clean_up_canceled()
-        await self.dispatch()
+        await self.dispatch(claims)
         if health:
             await self.check_health()
 
@@ -186,8 +194,10 @@ class Scheduler:
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
 
-    async def dispatch(self) -> int:
-        """Claims and launches queued phases, batch after batch, until none is left."""
+    async def dispatch(self, claims: Iterable[Claim] = BOTH) -> int:
+        """Claims and launches queued phases (plans, applies or both), batch after batch, until
+        none is left."""
+        kinds = frozenset(claims)
         launched = 0
         for _ in range(MAX_BATCHES_PER_PASS):
             # Both claims at once, each launching what it took as soon as it is committed: a
@@ -195,8 +205,8 @@ class Scheduler:
             # A claim that fails ends the pass once the other's phases are launched: committed,
             # unlaunched, they would sit without an executor until the heartbeat timeout.
             outcomes = await asyncio.gather(
-                self._claim_and_launch(dispatch.claim_plans),
-                self._claim_and_launch(dispatch.claim_applies),
+                self._claim_and_launch(dispatch.claim_plans) if PLANS in kinds else _none(),
+                self._claim_and_launch(dispatch.claim_applies) if APPLIES in kinds else _none(),
                 return_exceptions=True,
             )
             for outcome in outcomes:
@@ -211,7 +221,7 @@ class Scheduler:
                 # became startable since announced itself, and wakes the next pass. Claiming again
                 # found nothing, at the moment the launched executors ask for their spec.
                 return launched
-        self._wake.set()  # more may be queued: the next pass follows at once
+        self.wake(kinds)  # more may be queued: the next pass follows at once
         return launched
 
     async def _claim_and_launch(self, claim: Callable[[Context], Awaitable[list[PhaseLaunch]]]) -> int:
@@ -253,3 +263,8 @@ class Scheduler:
                 self._to_clean.add(run_id)
                 continue
             self._cleaned[run_id] = now
+
+
+async def _none() -> int:
+    """A claim the pass does not make: it claimed nothing."""
+    return 0

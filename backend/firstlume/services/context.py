@@ -17,6 +17,7 @@ from firstlume.crypto import KeyRing
 from firstlume.db.append import AT_COMMIT, write_at_commit
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
+from firstlume.domain.claims import Claim
 from firstlume.protocol.events import Event, event_from
 from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
@@ -44,8 +45,10 @@ class Unit:
     queue_positions: dict[str, int] = field(default_factory=dict)
     # Whether it wrote notification deliveries, which a sender then posts.
     wrote_notifications: bool = False
-    # Whether it recorded an event for the schedulers (a run became startable or ended).
+    # Whether it recorded an event for the schedulers (a run became startable or ended), and
+    # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
+    scheduler_claims: set[Claim] = field(default_factory=set)
 
     @property
     def wrote_outbox(self) -> bool:
@@ -73,7 +76,7 @@ class Context:
     # This process's notification sender (services/notifications/sender.py), when it has one.
     notifier: NotificationSender | None = None
     # Wakes this process's scheduler, when it runs one (app.py).
-    wake_scheduler: Callable[[], None] | None = None
+    wake_scheduler: Callable[[frozenset[Claim]], None] | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:
@@ -108,7 +111,7 @@ class Context:
             # This process's scheduler starts its pass now, not once the event has gone through
             # the relay and the broker and come back (other replicas still hear it that way):
             # every run's start, and its hand-over from plan to apply, waits for that pass.
-            self.wake_scheduler()
+            self.wake_scheduler(frozenset(unit.scheduler_claims))
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
         for channel, event in unit._events:
