@@ -16,6 +16,7 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.services.transitions import change_status
 from support.runs import start
+from support.statements import StatementCounter
 
 
 @pytest.fixture
@@ -104,3 +105,24 @@ async def test_raw_update_cannot_break_the_one_lock_rule(ctx: Context, tenant: T
         async with ctx.db.transaction() as session:
             await session.execute(update(Run).where(Run.id == ids[1]).values(status="awaiting_approval"))
     assert await _statuses(ctx) == [(1, "applying"), (2, "queued")]
+
+
+async def test_only_a_run_taking_the_lock_changes_status_inside_a_savepoint(
+    ctx: Context, tenant: Tenant, stack: str
+) -> None:
+    """Its refusal by the one-lock index must leave the caller's transaction usable; any other
+    move (a plan's end, an apply's) cannot break that index and saves the savepoint's round trips."""
+    run_id = await start(ctx, tenant.token, tenant.org, stack, "apply")
+    counter = StatementCounter(ctx.db)
+    try:
+        for target in (RunStatus.PLANNING, RunStatus.APPLY_QUEUED, RunStatus.APPLYING, RunStatus.APPLIED):
+            async with ctx.unit() as unit:
+                run = await unit.session.get(Run, run_id)
+                assert run is not None
+                with counter.counting() as statements:
+                    await change_status(unit, run, target)
+                savepoints = [s for s in statements if s.upper().startswith("SAVEPOINT")]
+                assert len(savepoints) == (1 if target == RunStatus.PLANNING else 0), (target, statements)
+    finally:
+        counter.close()
+    assert await _statuses(ctx) == [(1, "applied")]

@@ -194,14 +194,21 @@ async def _compare_and_set(
     if target in FINISHED:
         values["finished_at"] = now
     session = unit.session
+    statement = (
+        update(Run)
+        .where(Run.id == run.id, Run.status == current)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     try:
-        async with session.begin_nested():
-            result = await session.execute(
-                update(Run)
-                .where(Run.id == run.id, Run.status == current)
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
+        if target in HOLDS_LOCK and current not in HOLDS_LOCK:
+            # Only a run taking its stack's lock can break the one-lock index: its refusal is
+            # caught in a savepoint so the caller's transaction goes on. Any other move keeps
+            # the two round trips of one (a plan's end, an apply's).
+            async with session.begin_nested():
+                result = await session.execute(statement)
+        else:
+            result = await session.execute(statement)
     except IntegrityError:
         if target in HOLDS_LOCK:
             raise StackLocked("Another run holds this stack's lock.") from None
