@@ -251,6 +251,37 @@ async def test_finish_ends_the_phases_last_step_with_the_result(
     assert ("plan", "failed") in await steps_of(phases[1].run_id)
 
 
+async def test_finish_stores_the_logs_last_text_before_the_result_or_nothing_at_a_gap(
+    client: httpx.AsyncClient, phases: list[PhaseLaunch], tenant: Tenant, ctx: Context
+) -> None:
+    plan = {"plan_file_b64": "cGxhbg==", "plan_json": {"format_version": "1.2"}, "variables": []}
+    h = bearer(phases[0])
+    assert (
+        await client.post(f"{E}/steps", headers=h, json={"name": "plan", "status": "running"})
+    ).status_code == 204
+    shipped = {"offset": 0, "step": "plan", "text": "Terraform planned.\n"}
+    assert (await client.post(f"{E}/logs", headers=h, json=shipped)).json() == {"next_offset": 19}
+    assert (await client.post(f"{E}/plan", headers=h, content=json.dumps(plan))).status_code == 200
+
+    # Text that would leave a gap in the log: refused as POST /logs refuses it, nothing recorded.
+    before = await snapshot(ctx)
+    gap = {"status": "succeeded", "last_step": "plan", "log": {"offset": 25, "step": "plan", "text": "x\n"}}
+    refused = await client.post(f"{E}/finish", headers=h, json=gap)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "log_gap" and refused.json()["error"]["expected_offset"] == 19
+    assert await snapshot(ctx) == before
+
+    last = {"offset": 19, "step": "plan", "text": "Plan recorded: no changes\n"}
+    done = await client.post(
+        f"{E}/finish", headers=h, json={"status": "succeeded", "last_step": "plan", "log": last}
+    )
+    assert done.status_code == 200 and done.json()["status"] == "no_changes"
+    assert (
+        await log_of(client, tenant, phases[0].run_id, "plan")
+        == "Terraform planned.\nPlan recorded: no changes\n"
+    )
+
+
 OK_UPDATE = {"address": "terraform_data.a", "state": "done"}
 
 

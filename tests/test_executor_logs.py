@@ -321,3 +321,37 @@ async def test_client_raises_other_4xx_with_the_error_code_and_does_not_retry() 
         {"field": "step"},
     )
     assert len(requests) == 1
+
+
+# -- the tail the result carries -------------------------------------------------------------------
+
+
+async def test_stop_with_tail_hands_back_one_steps_unshipped_text_masked_and_sends_nothing(
+    endpoint: LogEndpoint,
+) -> None:
+    shipper = make_shipper(endpoint, offset=7, secrets=("hunter2",))
+    shipper.line("plan", "password hunter2")
+    shipper.write("plan", "no newline yet")
+
+    tail = await shipper.stop_with_tail()
+
+    assert tail is not None and endpoint.requests == []
+    assert (tail.offset, tail.step, tail.text) == (7, "plan", f"password {MASK}\nno newline yet")
+    shipper.delivered(tail)
+    assert shipper.acknowledged_offset == tail.end
+
+
+async def test_stop_with_tail_ships_what_a_result_cannot_carry(endpoint: LogEndpoint) -> None:
+    two_steps = make_shipper(endpoint)
+    two_steps.line("init", "initialized")
+    two_steps.line("plan", "planned")
+    assert await two_steps.stop_with_tail() is None  # a result carries one step's text
+    assert endpoint.steps == {"init": "initialized\n", "plan": "planned\n"}
+
+    long = make_shipper(endpoint, offset=len(endpoint.text))
+    long.line("plan", "x" * 100)
+    assert await long.stop_with_tail(max_chars=50) is None  # more than a batch
+    assert endpoint.steps["plan"] == "planned\n" + "x" * 100 + "\n"
+
+    nothing = make_shipper(endpoint, offset=len(endpoint.text))
+    assert await nothing.stop_with_tail() is None and len(endpoint.requests) == 3  # nothing sent

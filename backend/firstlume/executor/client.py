@@ -177,12 +177,16 @@ class ExecutorClient:
         await self._request("POST", "/resources", ResourceReports(updates=updates))
 
     async def finish(
-        self, status: PhaseResult, error: str | None, last_step: str | None = None
+        self,
+        status: PhaseResult,
+        error: str | None,
+        last_step: str | None = None,
+        log: LogBatch | None = None,
     ) -> FinishAnswer:
         answer = await self._request(
             "POST",
             "/finish",
-            FinishReport(status=status, error=error, last_step=last_step),
+            FinishReport(status=status, error=error, last_step=last_step, log=log),
             done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
         )
         if answer is None or not answer.content:

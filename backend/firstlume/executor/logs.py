@@ -80,6 +80,19 @@ class _Batch:
         return self.offset + len(self.text)
 
 
+@dataclass(frozen=True)
+class Tail:
+    """The log's last text, not yet shipped: where it goes in the run's log, and its step."""
+
+    offset: int
+    step: str
+    text: str
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+
 class LogShipper:
     def __init__(
         self,
@@ -134,6 +147,30 @@ class LogShipper:
 
     async def stop(self) -> None:
         """Stops the timer and ships everything; raises if the text cannot be delivered."""
+        await self._stop_timer()
+        await self.flush()
+
+    async def stop_with_tail(self, max_chars: int | None = None) -> Tail | None:
+        """Stops the timer and hands back what is left to ship, for the phase's result to carry
+        (`POST /finish` with `log`): one round trip fewer at the end of every phase. Only one
+        step's text, and no more than a batch, goes that way; anything else is shipped here and
+        None returned, as it is when nothing is left."""
+        await self._stop_timer()
+        async with self._lock:
+            self._seal(final=True)
+            if self._unacked and len({b.step for b in self._unacked}) == 1:
+                start = max(self._acked, self._unacked[0].offset)
+                text = "".join(b.text for b in self._unacked)[start - self._unacked[0].offset :]
+                if len(text) <= (max_chars or self._max_batch):
+                    return Tail(start, self._unacked[0].step, text) if text else None
+        await self.flush()
+        return None
+
+    def delivered(self, tail: Tail) -> None:
+        """The control plane stored `tail` (the result that carried it was accepted)."""
+        self._acknowledge(tail.end)
+
+    async def _stop_timer(self) -> None:
         if self._task is not None:
             self._task.cancel()
             try:
@@ -141,7 +178,6 @@ class LogShipper:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        await self.flush()
 
     async def ship(self) -> None:
         """Ships the complete lines written so far (what the timer does)."""

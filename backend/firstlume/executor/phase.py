@@ -32,19 +32,21 @@ from firstlume.executor.checkout import (
     checkout,
     display_url,
 )
-from firstlume.executor.client import ControlPlaneError, ExecutorClient, Unauthorized
+from firstlume.executor.client import ControlPlaneError, ExecutorClient, LogGap, Unauthorized
 from firstlume.executor.config_file import ConfigError, StackConfig, load_config
 from firstlume.executor.engines import Engine, EngineError, make_engine
 from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
-from firstlume.executor.logs import LogShipper, Masker, secret_strings
+from firstlume.executor.logs import LogShipper, Masker, Tail, secret_strings
 from firstlume.executor.managed_state import MANAGED_BACKEND, credentials_environment, write_overrides
 from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import (
     CommitEntry,
     ConfigurationEntry,
+    FinishAnswer,
+    LogBatch,
     PhaseResult,
     PhaseSpec,
     PlanDownload,
@@ -233,13 +235,14 @@ class PhaseRunner:
         except ControlPlaneError as exc:
             if status == PhaseResult.SUCCEEDED:
                 status, error = PhaseResult.FAILED, self._describe(exc)
+        tail: Tail | None = None
         try:
-            await self.logs.stop()
+            tail = await self.logs.stop_with_tail()
         except Unauthorized:
             return PhaseOutcome(None, _UNAUTHORIZED, None, 2)
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not ship the whole log: {exc}", file=sys.stderr)
-        return await self._finish(status, error)
+        return await self._finish(status, error, tail)
 
     # -- phases ---------------------------------------------------------------------------------
 
@@ -568,14 +571,35 @@ class PhaseRunner:
         except ControlPlaneError:
             pass
 
-    async def _finish(self, status: PhaseResult, error: str | None) -> PhaseOutcome:
+    async def _finish(self, status: PhaseResult, error: str | None, tail: Tail | None = None) -> PhaseOutcome:
+        """Reports the result, with the log's last text (`tail`) when there is one to carry."""
         error = self.masker.mask(error) if error is not None else None
+        # Only a success names the last step: a failure ends every running step failed anyway,
+        # and a step whose start was never delivered cannot be ended.
+        last_step = self._ended_with_phase if status == PhaseResult.SUCCEEDED else None
         try:
-            # Only a success names the last step: a failure ends every running step failed anyway,
-            # and a step whose start was never delivered cannot be ended.
-            last_step = self._ended_with_phase if status == PhaseResult.SUCCEEDED else None
+            if tail is not None:
+                try:
+                    log = LogBatch(offset=tail.offset, step=tail.step, text=tail.text)
+                    answer = await self.client.finish(status, error, last_step=last_step, log=log)
+                    self.logs.delivered(tail)
+                    return self._outcome(status, error, answer)
+                except LogGap:
+                    # The control plane's log does not end where this text starts (it lost some):
+                    # nothing was recorded; the shipper repairs the gap, then the result goes alone.
+                    await self._quiet_flush()
+                except ControlPlaneError:
+                    # The result was refused or did not arrive, and its text with it: the text
+                    # still goes on its own, as it did before the result.
+                    with suppress(ControlPlaneError):
+                        await self.logs.flush()
+                    raise
             answer = await self.client.finish(status, error, last_step=last_step)
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)
+        return self._outcome(status, error, answer)
+
+    @staticmethod
+    def _outcome(status: PhaseResult, error: str | None, answer: FinishAnswer) -> PhaseOutcome:
         return PhaseOutcome(status, error, answer.status, 0 if status == PhaseResult.SUCCEEDED else 1)

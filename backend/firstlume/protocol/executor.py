@@ -344,6 +344,11 @@ class FinishReport(Request):
         description="a running step that ends with the phase (done with succeeded, failed with failed), "
         "instead of a step report of its own",
     )
+    log: LogBatch | None = Field(
+        default=None,
+        description="the log's last text, stored before the result (as `POST /logs` would store it), "
+        "instead of a log batch of its own",
+    )
 
 
 class FinishAnswer(Answer):
@@ -386,7 +391,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",
-        "409 `step_out_of_order` when `last_step` is not running",
+        "409 `step_out_of_order` when `last_step` is not running; 409 `log_gap` as `POST /logs` for "
+        "`log`, and nothing is recorded",
     ),
 )  # fmt: skip
 

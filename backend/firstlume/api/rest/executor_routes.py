@@ -147,6 +147,9 @@ async def resources(request: Request) -> Response:
 @endpoint
 async def finish(request: Request) -> Response:
     async with phase_report(request, protocol.FinishReport) as (unit, run, token, report):
+        if report.log is not None:
+            # The log's last text is stored first: a step never ends before its text is in.
+            await execution.append_log(unit, run, report.log)
         run = await execution.finish_phase(unit, run, token, report)
         status = RunStatus(run.status)
         metrics.PHASE_DURATION.labels(phase=str(token.phase), result=str(report.status)).observe(
