@@ -25,6 +25,7 @@ from firstlume.services import accounts, dispatch, runs
 from firstlume.services.commands import ApproveRun
 from firstlume.services.context import Context
 from support.runs import plan_run, report, start
+from support.snapshot import snapshot
 from support.terraform import requires_terraform, terraform_env, write_config
 
 # -- the control plane stores a batch in one statement -------------------------------------------
@@ -135,6 +136,48 @@ async def test_within_a_batch_the_last_state_of_an_address_wins(ctx: Context, te
     }  # fmt: skip
 
 
+async def test_an_applys_result_records_its_last_states_before_it(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    run_id, token = await applying(ctx, tenant, creates=2)
+    headers = {"Authorization": f"Bearer {token}"}
+    last = [
+        {"address": "terraform_data.c0", "state": "done"},
+        {"address": "terraform_data.c1", "state": "failed", "error": "boom"},
+    ]
+
+    # Resources failed, the run did not: the result counts the states it carries.
+    response = await client.post(
+        "/api/v1/executor/finish", headers=headers, json={"status": "failed", "resources": last}
+    )
+
+    assert response.status_code == 200 and response.json()["status"] == "failed"
+    stored = await states(ctx, run_id)
+    assert {a: s[:2] for a, s in stored.items()} == {
+        "terraform_data.c0": ("done", None), "terraform_data.c1": ("failed", "boom"),
+    }  # fmt: skip
+    run = (await client.get(f"/api/v1/orgs/{tenant.org}/runs/{run_id}", headers=tenant.headers)).json()
+    assert run["error"] is None
+    assert run["failed_resources"] == {"count": 1, "addresses": ["terraform_data.c1"]}
+
+
+async def test_a_plans_result_carrying_resource_states_is_refused_whole(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    await start(ctx, tenant.token, tenant.org, "net", "apply")
+    [launch] = await dispatch.claim_plans(ctx)
+    before = await snapshot(ctx)
+
+    body = {"status": "failed", "error": "x", "resources": [{"address": "a", "state": "done"}]}
+    response = await client.post(
+        "/api/v1/executor/finish", headers={"Authorization": f"Bearer {launch.token}"}, json=body
+    )
+
+    assert response.status_code == 409 and "apply phase" in response.json()["error"]["message"]
+    assert await snapshot(ctx) == before  # the run did not fail either
+
+
 # -- the executor ships in the background, in order, without loss ---------------------------------
 
 
@@ -217,6 +260,26 @@ async def test_a_refused_batch_fails_the_flush_instead_of_vanishing() -> None:
 
     with pytest.raises(RequestRejected):
         await shipper.stop()
+
+
+async def test_the_last_states_are_handed_to_the_result_unsent_when_they_fit_a_batch() -> None:
+    endpoint = ResourcesEndpoint()
+    shipper = ResourceShipper(client_for(endpoint), interval=10, max_batch=3)
+    await shipper.start()
+    for update in lifecycle("a"):
+        shipper.add(update)
+
+    rest = await shipper.stop_with_rest()
+
+    assert [(u.address, u.state) for u in rest] == [("a", "applying"), ("a", "done")]
+    assert endpoint.batches == [] and shipper.pending == 0
+
+    more = ResourceShipper(client_for(endpoint), interval=10, max_batch=3)
+    for address in ("b", "c"):
+        for update in lifecycle(address):
+            more.add(update)
+    assert await more.stop_with_rest() == []  # four states: more than a batch, shipped here
+    assert [len(batch) for batch in endpoint.batches] == [3, 1]
 
 
 APPLY_TF = """

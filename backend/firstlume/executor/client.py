@@ -182,11 +182,15 @@ class ExecutorClient:
         error: str | None,
         last_step: str | None = None,
         log: LogBatch | None = None,
+        resources: list[ResourceReport] | None = None,
     ) -> FinishAnswer:
+        report = FinishReport(
+            status=status, error=error, last_step=last_step, log=log, resources=resources or []
+        )
         answer = await self._request(
             "POST",
             "/finish",
-            FinishReport(status=status, error=error, last_step=last_step, log=log),
+            report,
             done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
         )
         if answer is None or not answer.content:

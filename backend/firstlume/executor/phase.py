@@ -164,6 +164,8 @@ class PhaseRunner:
         # Units whose state this phase keeps in Firstlume, and the override files written for them.
         self._managed_units: set[str] = set()
         self._overrides: list[Path] = []
+        # An apply's last resource states, not yet shipped: its result carries them.
+        self._last_resources: list[ResourceReport] = []
 
     def terminate(self, reason: str) -> None:
         """Stops the phase (a dead token, SIGTERM); the engine gets an interrupt first."""
@@ -388,7 +390,8 @@ class PhaseRunner:
             with suppress(ControlPlaneError):
                 await shipper.stop()  # what is known so far still reaches the control plane
             raise
-        await shipper.stop()
+        # The last states go with the phase's result: one round trip fewer at the apply's end.
+        self._last_resources = await shipper.stop_with_rest()
         failed = [address for address, u in latest.items() if u.state == FAILED]
         failure = apply_failure(tracker.run_errors, failed, exit_code, engine.binary)
         if isinstance(failure, ResourcesFailed):
@@ -572,32 +575,40 @@ class PhaseRunner:
             pass
 
     async def _finish(self, status: PhaseResult, error: str | None, tail: Tail | None = None) -> PhaseOutcome:
-        """Reports the result, with the log's last text (`tail`) when there is one to carry."""
+        """Reports the result, with what is left to ship when it can carry it: the log's last
+        text (`tail`) and an apply's last resource states."""
         error = self.masker.mask(error) if error is not None else None
         # Only a success names the last step: a failure ends every running step failed anyway,
         # and a step whose start was never delivered cannot be ended.
         last_step = self._ended_with_phase if status == PhaseResult.SUCCEEDED else None
+        resources, self._last_resources = self._last_resources, []
+        log = LogBatch(offset=tail.offset, step=tail.step, text=tail.text) if tail is not None else None
         try:
-            if tail is not None:
-                try:
-                    log = LogBatch(offset=tail.offset, step=tail.step, text=tail.text)
-                    answer = await self.client.finish(status, error, last_step=last_step, log=log)
-                    self.logs.delivered(tail)
-                    return self._outcome(status, error, answer)
-                except LogGap:
-                    # The control plane's log does not end where this text starts (it lost some):
-                    # nothing was recorded; the shipper repairs the gap, then the result goes alone.
-                    await self._quiet_flush()
-                except ControlPlaneError:
-                    # The result was refused or did not arrive, and its text with it: the text
-                    # still goes on its own, as it did before the result.
-                    with suppress(ControlPlaneError):
-                        await self.logs.flush()
+            try:
+                answer = await self.client.finish(
+                    status, error, last_step=last_step, log=log, resources=resources
+                )
+            except LogGap:
+                if log is None:
                     raise
-            answer = await self.client.finish(status, error, last_step=last_step)
+                # The control plane's log does not end where this text starts (it lost some):
+                # nothing was recorded; the shipper repairs the gap, then the result goes without it.
+                await self._quiet_flush()
+                tail = None
+                answer = await self.client.finish(status, error, last_step=last_step, resources=resources)
+            except ControlPlaneError:
+                # The result was refused or did not arrive, and what it carried with it: that
+                # still goes on its own, as it did before the result.
+                with suppress(ControlPlaneError):
+                    await self.logs.flush()
+                    if resources:
+                        await self.client.report_resources(resources)
+                raise
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not report the result ({status}): {exc}", file=sys.stderr)
             return PhaseOutcome(None, error, None, 2)
+        if tail is not None:
+            self.logs.delivered(tail)
         return self._outcome(status, error, answer)
 
     @staticmethod

@@ -48,6 +48,22 @@ class ResourceShipper:
 
     async def stop(self) -> None:
         """Stops the timer and ships what is left; raises if it cannot be delivered."""
+        await self._stop_timer()
+        await self.flush()
+
+    async def stop_with_rest(self) -> list[ResourceReport]:
+        """Stops the timer and hands back what is left to ship, for the phase's result to carry
+        (`POST /finish` with `resources`), when it fits in one batch; more is shipped here, and
+        nothing handed back. Raises, as `flush` does, a refusal met before."""
+        await self._stop_timer()
+        async with self._lock:
+            if len(self._pending) <= self._max_batch and self._refused is None:
+                rest, self._pending = self._pending, []
+                return rest
+        await self.flush()
+        return []
+
+    async def _stop_timer(self) -> None:
         if self._task is not None:
             self._task.cancel()
             try:
@@ -55,7 +71,6 @@ class ResourceShipper:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        await self.flush()
 
     async def flush(self) -> None:
         """Ships every state added so far; raises if the control plane refused or is unreachable."""

@@ -349,6 +349,12 @@ class FinishReport(Request):
         description="the log's last text, stored before the result (as `POST /logs` would store it), "
         "instead of a log batch of its own",
     )
+    resources: list[ResourceReport] = Field(
+        default_factory=list,
+        max_length=MAX_RESOURCE_UPDATES,
+        description="apply phase: the last resource states, recorded before the result (as "
+        "`POST /resources` would record them), instead of a batch of their own",
+    )
 
 
 class FinishAnswer(Answer):
@@ -392,7 +398,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",
         "409 `step_out_of_order` when `last_step` is not running; 409 `log_gap` as `POST /logs` for "
-        "`log`, and nothing is recorded",
+        "`log`, 409 as `POST /resources` for `resources`; a refusal records nothing",
     ),
 )  # fmt: skip
 
