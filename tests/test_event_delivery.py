@@ -361,3 +361,27 @@ async def test_a_burst_of_commits_is_published_in_few_passes_each_event_once_in_
             await relay.stop()
     assert received == events
     assert sum(relay.batches) == len(events) and len(relay.batches) <= 2, relay.batches
+
+
+async def test_a_units_events_are_published_together_in_order_once_it_commits(ctx: Context) -> None:
+    """One publish for all of a unit's wake-ups (one round trip on PostgreSQL), not one each:
+    the request's answer waits for them. Identical wake-ups go once."""
+    sent: list[list[tuple[str, Event]]] = []
+    real = ctx.pubsub.publish_many
+
+    async def recorded(events: Sequence[tuple[str, Event]]) -> None:
+        sent.append(list(events))
+        await real(events)
+
+    ctx.pubsub.publish_many = recorded  # type: ignore[method-assign]
+    appended = [LogAppended(run_id="r1", step="plan", offset=i, end=i + 1) for i in range(3)]
+    try:
+        async with ctx.unit() as unit:
+            for event in appended:
+                unit.publish_after_commit("run_r1", event)
+            unit.publish_after_commit("run_r1", appended[0])  # the same wake-up again
+            unit.publish_after_commit("org_o1", appended[0])
+            assert sent == []  # nothing before the commit
+    finally:
+        del ctx.pubsub.publish_many
+    assert sent == [[("run_r1", e) for e in appended] + [("org_o1", appended[0])]]

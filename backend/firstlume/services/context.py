@@ -114,11 +114,14 @@ class Context:
             self.wake_scheduler(frozenset(unit.scheduler_claims))
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
-        for channel, event in unit._events:
+        if unit._events:
+            # All in one round trip on PostgreSQL: the request's answer waits for them (a phase's
+            # result publishes its log, its resources and its run).
             try:
-                await self.pubsub.publish(channel, event)
+                await self.pubsub.publish_many(unit._events)
             except Exception as error:
-                log.warning("a %s event on %s was not published: %s", event.type, channel, error)
+                kinds = ", ".join(sorted({event.type for _, event in unit._events}))
+                log.warning("%d events (%s) were not published: %s", len(unit._events), kinds, error)
 
 
 @dataclass(frozen=True)
