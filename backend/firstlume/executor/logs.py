@@ -70,19 +70,9 @@ class Masker:
 
 
 @dataclass
-class _Batch:
-    offset: int
-    step: str
-    text: str
-
-    @property
-    def end(self) -> int:
-        return self.offset + len(self.text)
-
-
-@dataclass(frozen=True)
-class Tail:
-    """The log's last text, not yet shipped: where it goes in the run's log, and its step."""
+class LogText:
+    """Text of one step, masked, and where it goes in the run's log: a batch held until the
+    control plane has it, or the log's last text handed to the phase's result."""
 
     offset: int
     step: str
@@ -108,7 +98,7 @@ class LogShipper:
         self._interval = interval
         self._max_batch = max_batch_chars
         self._pending: list[tuple[str, str]] = []  # unmasked (step, text), oldest first
-        self._unacked: list[_Batch] = []  # masked, contiguous from about `_acked` to `_end`
+        self._unacked: list[LogText] = []  # masked, contiguous from about `_acked` to `_end`
         self._acked = offset
         self._end = offset
         self._lock = asyncio.Lock()
@@ -150,7 +140,7 @@ class LogShipper:
         await self._stop_timer()
         await self.flush()
 
-    async def stop_with_tail(self, max_chars: int | None = None) -> Tail | None:
+    async def stop_with_tail(self, max_chars: int | None = None) -> LogText | None:
         """Stops the timer and hands back what is left to ship, for the phase's result to carry
         (`POST /finish` with `log`): one round trip fewer at the end of every phase. Only one
         step's text, and no more than a batch, goes that way; anything else is shipped here and
@@ -162,11 +152,11 @@ class LogShipper:
                 start = max(self._acked, self._unacked[0].offset)
                 text = "".join(b.text for b in self._unacked)[start - self._unacked[0].offset :]
                 if len(text) <= (max_chars or self._max_batch):
-                    return Tail(start, self._unacked[0].step, text) if text else None
+                    return LogText(start, self._unacked[0].step, text) if text else None
         await self.flush()
         return None
 
-    def delivered(self, tail: Tail) -> None:
+    def delivered(self, tail: LogText) -> None:
         """The control plane stored `tail` (the result that carried it was accepted)."""
         self._acknowledge(tail.end)
 
@@ -253,7 +243,7 @@ class LogShipper:
                 newline = piece.rfind("\n")
                 if newline > 0:
                     piece = piece[: newline + 1]
-            self._unacked.append(_Batch(self._end, step, piece))
+            self._unacked.append(LogText(self._end, step, piece))
             self._end += len(piece)
             text = text[len(piece) :]
 

@@ -38,7 +38,7 @@ from firstlume.executor.engines import Engine, EngineError, make_engine
 from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
-from firstlume.executor.logs import LogShipper, Masker, Tail, secret_strings
+from firstlume.executor.logs import LogShipper, LogText, Masker, secret_strings
 from firstlume.executor.managed_state import MANAGED_BACKEND, credentials_environment, write_overrides
 from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
@@ -237,7 +237,7 @@ class PhaseRunner:
         except ControlPlaneError as exc:
             if status == PhaseResult.SUCCEEDED:
                 status, error = PhaseResult.FAILED, self._describe(exc)
-        tail: Tail | None = None
+        tail: LogText | None = None
         try:
             tail = await self.logs.stop_with_tail()
         except Unauthorized:
@@ -574,7 +574,9 @@ class PhaseRunner:
         except ControlPlaneError:
             pass
 
-    async def _finish(self, status: PhaseResult, error: str | None, tail: Tail | None = None) -> PhaseOutcome:
+    async def _finish(
+        self, status: PhaseResult, error: str | None, tail: LogText | None = None
+    ) -> PhaseOutcome:
         """Reports the result, with what is left to ship when it can carry it: the log's last
         text (`tail`) and an apply's last resource states."""
         error = self.masker.mask(error) if error is not None else None
