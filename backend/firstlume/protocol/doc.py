@@ -81,6 +81,10 @@ def _type(field: dict[str, Any]) -> str:
         return f"[{name}](#{name.lower()})" if name not in _ENUMS else _ENUMS[name]
     if "anyOf" in field:
         return " | ".join(_type(option) for option in field["anyOf"])
+    if "oneOf" in field:
+        tag = field.get("discriminator", {}).get("propertyName")
+        options = " | ".join(_type(option) for option in field["oneOf"])
+        return f"{options}, told apart by `{tag}`" if tag else options
     if "enum" in field:
         return " | ".join(f'`"{value}"`' for value in field["enum"])
     if "const" in field:
