@@ -394,6 +394,12 @@ async def fail_run(
 
 async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishReport) -> Run:
     session = unit.session
+    # What the result carries is stored first: a step never ends before its text is in, nor an
+    # apply before its resources' states (which a failure counts).
+    if report.log is not None:
+        await append_log(unit, run, report.log)
+    if report.resources:
+        await record_resources(unit, run, token, ResourceReports(updates=report.resources))
     if report.last_step is not None:
         # The phase's last step ends with it: one request fewer on every phase's critical path.
         ended = StepStatus.DONE if report.status == PhaseResult.SUCCEEDED else StepStatus.FAILED

@@ -147,14 +147,6 @@ async def resources(request: Request) -> Response:
 @endpoint
 async def finish(request: Request) -> Response:
     async with phase_report(request, protocol.FinishReport) as (unit, run, token, report):
-        # The log's last text and resource states are stored first: a step never ends before
-        # its text is in, nor an apply before its resources' states.
-        if report.log is not None:
-            await execution.append_log(unit, run, report.log)
-        if report.resources:
-            await execution.record_resources(
-                unit, run, token, protocol.ResourceReports(updates=report.resources)
-            )
         run = await execution.finish_phase(unit, run, token, report)
         status = RunStatus(run.status)
         metrics.PHASE_DURATION.labels(phase=str(token.phase), result=str(report.status)).observe(
