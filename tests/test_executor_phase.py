@@ -72,10 +72,11 @@ class ControlPlane:
         return body  # type: ignore[no-any-return]
 
 
-async def run_phase(plane: ControlPlane, tmp_path: Path) -> Any:
+async def run_phase(plane: ControlPlane, tmp_path: Path, base_env: dict[str, str] | None = None) -> Any:
+    """The phase against `plane`; `base_env` is the executor's environment (none by default)."""
     client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
     async with client:
-        return await PhaseRunner(client, tmp_path, base_env={}).run()
+        return await PhaseRunner(client, tmp_path, base_env=base_env or {}).run()
 
 
 @pytest.mark.parametrize(
@@ -234,9 +235,7 @@ async def test_an_apply_asks_for_its_plan_while_its_spec_is_still_being_answered
 
 async def test_a_plan_phase_never_asks_for_a_plan(tmp_path: Path) -> None:
     plane = ControlPlane({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "path": "absent"}})
-    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
-    async with client:
-        await PhaseRunner(client, tmp_path, base_env={"FIRSTLUME_PHASE": "plan"}).run()
+    await run_phase(plane, tmp_path, {"FIRSTLUME_PHASE": "plan"})
     assert "/plan" not in [path for method, path, _ in plane.requests if method == "GET"]
 
 
@@ -268,9 +267,7 @@ async def test_a_phase_whose_reports_failed_does_not_end_its_last_step_by_name(
 
     url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
     plane = RefusesSteps({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
-    async with client:
-        await PhaseRunner(client, tmp_path / "work", base_env=dict(os.environ)).run()
+    await run_phase(plane, tmp_path / "work", dict(os.environ))
 
     assert ("POST", "/plan", None) in plane.requests  # the plan step's work was done
     finished = plane.finished()
@@ -294,9 +291,7 @@ async def test_the_result_carries_the_logs_last_text(tmp_path: Path, terraform_b
 
     url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
     plane = TakesThePlan({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
-    async with client:
-        await PhaseRunner(client, tmp_path / "work", base_env=dict(os.environ)).run()
+    await run_phase(plane, tmp_path / "work", dict(os.environ))
 
     finished = plane.finished()
     assert finished["last_step"] == "plan" and finished["log"]["step"] == "plan"
@@ -333,9 +328,7 @@ async def test_a_log_gap_at_the_result_ships_the_whole_log_then_reports_alone(
 
     url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
     plane = LosesTheLogsEnd({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle))
-    async with client:
-        outcome = await PhaseRunner(client, tmp_path / "work", base_env=dict(os.environ)).run()
+    outcome = await run_phase(plane, tmp_path / "work", dict(os.environ))
 
     finishes = [body for _, path, body in plane.requests if path == "/finish"]
     assert len(finishes) == 2 and finishes[0]["log"] is not None and finishes[1]["log"] is None
