@@ -79,6 +79,16 @@ async def run_phase(plane: ControlPlane, tmp_path: Path, base_env: dict[str, str
         return await PhaseRunner(client, tmp_path, base_env=base_env or {}).run()
 
 
+async def plan_empty_configuration(kind: type[ControlPlane], tmp_path: Path) -> tuple[Any, Any]:
+    """A plan phase of an empty configuration with real Terraform against a `kind` of stand-in
+    control plane: (the plane, the phase's outcome)."""
+    from support.git_repos import make_repo
+
+    url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
+    plane = kind({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
+    return plane, await run_phase(plane, tmp_path / "work", dict(os.environ))
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
@@ -263,11 +273,7 @@ async def test_a_phase_whose_reports_failed_does_not_end_its_last_step_by_name(
     # The plan itself succeeds (real Terraform, an empty configuration), but the control plane
     # refused the step reports, so the phase fails: its finish names no last step, whose start
     # the control plane never took (the failure ends every running step anyway).
-    from support.git_repos import make_repo
-
-    url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
-    plane = RefusesSteps({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    await run_phase(plane, tmp_path / "work", dict(os.environ))
+    plane, _ = await plan_empty_configuration(RefusesSteps, tmp_path)
 
     assert ("POST", "/plan", None) in plane.requests  # the plan step's work was done
     finished = plane.finished()
@@ -287,11 +293,7 @@ class TakesThePlan(ControlPlane):
 
 async def test_the_result_carries_the_logs_last_text(tmp_path: Path, terraform_binary: str) -> None:
     # Real Terraform, an empty configuration: the plan phase ends well, its last step with it.
-    from support.git_repos import make_repo
-
-    url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
-    plane = TakesThePlan({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    await run_phase(plane, tmp_path / "work", dict(os.environ))
+    plane, _ = await plan_empty_configuration(TakesThePlan, tmp_path)
 
     finished = plane.finished()
     assert finished["last_step"] == "plan" and finished["log"]["step"] == "plan"
@@ -324,11 +326,7 @@ class LosesTheLogsEnd(TakesThePlan):
 async def test_a_log_gap_at_the_result_ships_the_whole_log_then_reports_alone(
     tmp_path: Path, terraform_binary: str
 ) -> None:
-    from support.git_repos import make_repo
-
-    url, _ = make_repo(tmp_path / "repo", {"main.tf": "terraform {}\n"})
-    plane = LosesTheLogsEnd({**GOOD_SPEC, "stack": {**GOOD_SPEC["stack"], "repository": url}})
-    outcome = await run_phase(plane, tmp_path / "work", dict(os.environ))
+    plane, outcome = await plan_empty_configuration(LosesTheLogsEnd, tmp_path)
 
     finishes = [body for _, path, body in plane.requests if path == "/finish"]
     assert len(finishes) == 2 and finishes[0]["log"] is not None and finishes[1]["log"] is None
