@@ -339,3 +339,37 @@ async def test_a_log_gap_at_the_result_ships_the_whole_log_then_reports_alone(
     resent = after[1][2]
     assert (resent["offset"], resent["text"]) == (0, finishes[0]["log"]["text"])
     assert plane.log == finishes[0]["log"]["text"] and plane.log.endswith("Plan recorded: no changes\n")
+
+
+class DownForTheResultAndTheLog(ControlPlane):
+    """Answers 503 to the result and to the log, as a control plane going down does; takes the
+    rest."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1/executor")
+        if path in ("/finish", "/logs"):
+            self.requests.append((request.method, path, json.loads(request.content)))
+            return httpx.Response(503, json={"error": {"code": "unavailable", "message": "down"}})
+        return super().handle(request)
+
+
+async def test_an_applys_last_states_still_go_alone_when_its_result_and_its_log_cannot(
+    tmp_path: Path,
+) -> None:
+    from firstlume.protocol.executor import PhaseResult, ResourceReport
+
+    plane = DownForTheResultAndTheLog(GOOD_SPEC)
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle), max_attempts=1)
+    async with client:
+        runner = PhaseRunner(client, tmp_path, base_env={})
+        runner.logs.line("apply", "Apply complete! Resources: 1 added, 0 changed, 0 destroyed.")
+        # What an apply hands its result: the states its shipper did not send.
+        runner._last_resources = [ResourceReport(address="terraform_data.a", state="done")]  # type: ignore[arg-type]
+
+        outcome = await runner._finish(PhaseResult.SUCCEEDED, None)
+
+    assert outcome.exit_code == 2  # the result did not arrive
+    paths = [path for _, path, _ in plane.requests]
+    assert paths[:2] == ["/finish", "/logs"]  # the result, then its log on its own: both refused
+    [sent] = [body["updates"] for _, path, body in plane.requests if path == "/resources"]
+    assert [(u["address"], u["state"]) for u in sent] == [("terraform_data.a", "done")]

@@ -600,10 +600,12 @@ class PhaseRunner:
                 answer = await self.client.finish(status, error, last_step=last_step, resources=resources)
             except ControlPlaneError:
                 # The result was refused or did not arrive, and what it carried with it: that
-                # still goes on its own, as it did before the result.
+                # still goes on its own, as it did before the result. Each on its own: a log that
+                # cannot be delivered does not keep the resource states from the control plane.
                 with suppress(ControlPlaneError):
                     await self.logs.flush()
-                    if resources:
+                if resources:
+                    with suppress(ControlPlaneError):
                         await self.client.report_resources(resources)
                 raise
         except ControlPlaneError as exc:
