@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from firstlume.domain.claims import Claim, claims_after
 from firstlume.domain.runs import RunStatus, StepStatus
 
 # NOTIFY refuses a payload of 8000 bytes or more; this leaves room for the envelope.
@@ -134,3 +135,9 @@ def encode(event: Event) -> str:
 
 def decode(text: str) -> Event:
     return _EVENTS.validate_json(text)
+
+
+def scheduler_claims(event: Event) -> frozenset[Claim]:
+    """The claims a scheduler pass makes for `event` (domain/claims.py): a run's change names the
+    status it changed to; any other event says nothing of it, so both."""
+    return claims_after(event.status if isinstance(event, RunStatusChanged) else None)

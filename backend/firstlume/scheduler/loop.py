@@ -21,10 +21,10 @@ from typing import cast
 
 from firstlume import metrics
 from firstlume.db.types import utcnow
-from firstlume.domain.claims import APPLIES, BOTH, PLANS, Claim, claims_after
+from firstlume.domain.claims import APPLIES, BOTH, PLANS, Claim
 from firstlume.domain.runs import RunStatus
 from firstlume.launchers.base import ExecutorDied, Launcher, PhaseLaunch, PhaseRef
-from firstlume.protocol.events import Event, RunStatusChanged
+from firstlume.protocol.events import Event, RunStatusChanged, scheduler_claims
 from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import dispatch
 from firstlume.services.context import Context
@@ -123,7 +123,7 @@ class Scheduler:
         """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
         if isinstance(event, RunStatusChanged) and event.status == RunStatus.CANCELED:
             self._to_clean.add(event.run_id)
-        self.wake(claims_after(event.status if isinstance(event, RunStatusChanged) else None))
+        self.wake(scheduler_claims(event))
 
     async def _listen(self) -> None:
         # Starting, approving, ending or canceling a run publishes on this channel, so the next

@@ -28,8 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.db.types import utcnow
-from firstlume.domain.claims import claims_after
-from firstlume.protocol.events import Event, RunStatusChanged, event_from
+from firstlume.protocol.events import Event, event_from, scheduler_claims
 from firstlume.pubsub import SCHEDULER_CHANNEL, PublishFailed, PubSub
 from firstlume.services.context import Unit
 
@@ -63,7 +62,7 @@ def record(unit: Unit, event: Event, channels: list[str], *, notification: str |
     )
     if SCHEDULER_CHANNEL in channels:
         unit.wakes_scheduler = True
-        unit.scheduler_claims |= claims_after(event.status if isinstance(event, RunStatusChanged) else None)
+        unit.scheduler_claims |= scheduler_claims(event)
 
 
 def _claim_statement(*, locking: bool) -> Update:
