@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from firstlume.executor.client import ControlPlaneError, Unauthorized
+from firstlume.executor.tasks import cancel_and_wait
 
 
 class HeartbeatSink(Protocol):
@@ -45,13 +46,8 @@ class Heartbeat:
             self._task = asyncio.create_task(self._run(), name="heartbeat")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def __aenter__(self) -> Heartbeat:
         await self.start()

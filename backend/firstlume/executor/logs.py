@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from firstlume.executor.client import ControlPlaneError, LogGap, Unauthorized
+from firstlume.executor.tasks import cancel_and_wait
 
 MASK = "***"
 
@@ -161,13 +162,8 @@ class LogShipper:
         self._acknowledge(tail.end)
 
     async def _stop_timer(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def ship(self) -> None:
         """Ships the complete lines written so far (what the timer does)."""

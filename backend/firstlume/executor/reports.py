@@ -18,6 +18,7 @@ from typing import Protocol
 
 from firstlume.domain.runs import StepStatus
 from firstlume.executor.client import ControlPlaneError
+from firstlume.executor.tasks import cancel_and_wait
 from firstlume.protocol.executor import MAX_REPORTS, Report, StepEntry
 
 
@@ -74,13 +75,8 @@ class OrderedReports:
 
     async def abandon(self) -> None:
         """Drops what is queued: the phase is over for the control plane."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._pending.clear()
         self._idle.set()
 

@@ -14,6 +14,7 @@ import sys
 from typing import Protocol
 
 from firstlume.executor.client import ControlPlaneError, RequestRejected, Unauthorized
+from firstlume.executor.tasks import cancel_and_wait
 from firstlume.protocol.executor import MAX_RESOURCE_UPDATES, ResourceReport
 
 
@@ -64,13 +65,8 @@ class ResourceShipper:
         return []
 
     async def _stop_timer(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def flush(self) -> None:
         """Ships every state added so far; raises if the control plane refused or is unreachable."""
