@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from firstlume.executor.client import ControlPlaneError, Unauthorized
-from firstlume.executor.tasks import cancel_and_wait
+from firstlume.tasks import cancel_and_wait
 
 
 class HeartbeatSink(Protocol):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from firstlume.executor.client import ControlPlaneError, LogGap, Unauthorized
-from firstlume.executor.tasks import cancel_and_wait
+from firstlume.tasks import cancel_and_wait
 
 MASK = "***"
 

@@ -18,8 +18,8 @@ from typing import Protocol
 
 from firstlume.domain.runs import StepStatus
 from firstlume.executor.client import ControlPlaneError
-from firstlume.executor.tasks import cancel_and_wait
 from firstlume.protocol.executor import MAX_REPORTS, Report, StepEntry
+from firstlume.tasks import cancel_and_wait
 
 
 class ReportSink(Protocol):

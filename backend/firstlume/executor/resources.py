@@ -14,8 +14,8 @@ import sys
 from typing import Protocol
 
 from firstlume.executor.client import ControlPlaneError, RequestRejected, Unauthorized
-from firstlume.executor.tasks import cancel_and_wait
 from firstlume.protocol.executor import MAX_RESOURCE_UPDATES, ResourceReport
+from firstlume.tasks import cancel_and_wait
 
 
 class ResourceSink(Protocol):

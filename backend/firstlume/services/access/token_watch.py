@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
+from firstlume.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from firstlume.services.context import Context
@@ -91,7 +92,4 @@ class TokenWatch:
                         callback()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)

@@ -1,4 +1,5 @@
-"""Background tasks of the executor's shippers (logs, resource states, reports, heartbeats)."""
+"""Stopping background tasks: the executor's shippers (logs, resource states, reports,
+heartbeats) and the control plane's token watch."""
 
 from __future__ import annotations
 
