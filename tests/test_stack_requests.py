@@ -12,8 +12,9 @@ from sqlalchemy import select, text
 from conftest import Tenant, make_stack, make_tenant
 from firstlume.db.models import OutboxEvent, Run, Stack
 from firstlume.db.models_audit import AuditEntry
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.runs import INITIAL, TRANSITIONS, RunStatus, RunType, TriggerKind
-from firstlume.services import accounts, dispatch, runs
+from firstlume.services import accounts, audit, dispatch, runs
 from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
@@ -219,12 +220,13 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
     # On PostgreSQL the run's row and its first history row are one statement (one round trip).
     assert (inserts == histories) is (not ctx.db.is_sqlite), inserts
     assert unit.queue_positions == {run.id: 1}
-    # Its audit entry and its outbox event are written as the unit commits; on PostgreSQL in
-    # one statement.
+    # Its audit entry and its outbox event: on PostgreSQL in the statement that numbers the run,
+    # so that the stack's lock is held for that statement and the commit alone; on SQLite as the
+    # unit commits.
     audits = [s for s in statements if "INSERT INTO audit_entries " in s]
     events = [s for s in statements if "INSERT INTO outbox " in s]
     assert len(audits) == len(events) == 1, statements
-    assert (audits == events) is (not ctx.db.is_sqlite), audits
+    assert (audits == events == inserts) is (not ctx.db.is_sqlite), audits
     assert [s for s in statements if s.lstrip().startswith("UPDATE runs")], statements
     async with ctx.db.read() as session:
         stored = await session.get(Run, run.id)
@@ -233,5 +235,48 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
         assert (stored.acknowledged, stored.has_plan, stored.created_at) == ([], False, run.created_at)
         entry = await session.scalar(select(AuditEntry).where(AuditEntry.target == f"run:{run.id}"))
         assert entry is not None and (entry.action, entry.actor) == ("run.start", tenant.email)
+        assert entry.details == {"number": 1, "type": "apply"}
         event = await session.scalar(select(OutboxEvent).where(OutboxEvent.kind == "status"))
         assert event is not None and event.payload["run_id"] == run.id
+
+
+async def test_a_start_whose_unit_recorded_other_rows_first_writes_them_all_at_commit(
+    ctx: Context, tenant: Tenant
+) -> None:
+    # The statement that numbers a run writes the unit's pending rows only when there is one of
+    # each table (services/transitions.py): its CTEs run in no defined order, and a table's rows
+    # must go in in order. A unit that has already recorded an audit entry writes the start's
+    # with it as it commits, the run's number put in then; a second start of the unit is
+    # numbered apart from the first.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///repo"})
+    async with ctx.unit() as unit:
+        actor = await accounts.authenticate(unit.session, tenant.token)
+        org = await accounts.org_for(unit.session, actor, tenant.org)
+        stacks = {s.slug: s for s in await unit.session.scalars(select(Stack).where(Stack.org_id == org.id))}
+        await audit.record(unit.session, org, AuditAction.SETTINGS_UPDATE, "org:acme", {"changed": []})
+        web = await runs.start_run(unit, actor, stacks["web"], StartRun(type=RunType.PLAN))
+        first_net = await runs.start_run(unit, actor, stacks["net"], StartRun(type=RunType.PLAN))
+        net = await runs.start_run(unit, actor, stacks["net"], StartRun(type=RunType.APPLY))
+    async with ctx.db.read() as session:
+        entries = list(
+            await session.scalars(
+                select(AuditEntry)
+                .where(AuditEntry.action.in_(["settings.update", "run.start"]))
+                .order_by(AuditEntry.id)
+            )
+        )
+        events = list(
+            await session.scalars(
+                select(OutboxEvent).where(OutboxEvent.kind == "status").order_by(OutboxEvent.id)
+            )
+        )
+    assert [(e.action, e.details.get("number")) for e in entries] == [
+        ("settings.update", None),
+        ("run.start", 1),
+        ("run.start", 1),
+        ("run.start", 2),
+    ]
+    assert entries[-1].target == f"run:{net.id}" and entries[1].target == f"run:{web.id}"
+    assert entries[-1].details == {"number": 2, "type": "apply"}
+    assert [e.payload["run_id"] for e in events] == [web.id, first_net.id, net.id]

@@ -8,13 +8,17 @@ every change: a third of starting a run.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, insert, inspect
+from sqlalchemy import JSON, Insert, Table, Text, bindparam, cast, func, insert, inspect, literal
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.sql.elements import ColumnElement
 
 from firstlume.db.models import Base
 
@@ -29,6 +33,47 @@ def insert_into(table: Table) -> Insert:
 # entries it recorded (services/audit.py) and its outbox events. A session without this key (not
 # a unit's) writes such rows at once.
 AT_COMMIT = "firstlume_rows_at_commit"
+# The numbers of the runs a session's change started, by run id (services/transitions.py), for
+# the NewRunNumber markers of its rows.
+NEW_RUN_NUMBERS = "firstlume_new_run_numbers"
+
+
+@dataclass(frozen=True)
+class NewRunNumber:
+    """Stands, in a JSON value of a row written at commit (an audit entry's details), for the
+    number of the run `run_id` that the change starts. On PostgreSQL the statement that numbers
+    the run also writes the rows recorded before it (`with_riders`), so that a start holds its
+    stack's lock for that one statement and the commit: the number is not known when the row is
+    recorded. Elsewhere the marker is replaced as the row is written."""
+
+    run_id: str
+
+
+def _numbered_keys(row: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """(column, key, run id) of each NewRunNumber among the values of the row's JSON objects."""
+    return tuple(
+        (column, key, item.run_id)
+        for column, value in row.items()
+        if isinstance(value, dict)
+        for key, item in value.items()
+        if isinstance(item, NewRunNumber)
+    )
+
+
+def _resolved(session: AsyncSession, row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its NewRunNumber markers replaced by the numbers the session's change gave."""
+    marked = _numbered_keys(row)
+    if not marked:
+        return row
+    numbers: dict[str, int] = session.info.get(NEW_RUN_NUMBERS, {})
+    row = {**row}
+    for column, key, run_id in marked:
+        if run_id not in numbers:
+            raise ValueError(
+                f"a row refers to the number of run {run_id}, which this change has not numbered"
+            )
+        row[column] = {**row[column], key: numbers[run_id]}
+    return row
 
 
 async def append_rows(
@@ -40,6 +85,10 @@ async def append_rows(
         # audit entry): those go first.
         await session.flush()
     connection = await session.connection()
+    if isinstance(rows, dict):
+        rows = _resolved(session, rows)
+    else:
+        rows = [_resolved(session, row) for row in rows]
     await connection.execute(insert_into(table), rows)
 
 
@@ -73,9 +122,77 @@ async def write_at_commit(session: AsyncSession, rows: list[tuple[Table, dict[st
     connection = await session.connection()
     shape = tuple((table, tuple(row)) for table, row in rows)
     parameters = {
-        _chained_name(n, key): value for n, (_, row) in enumerate(rows) for key, value in row.items()
+        _chained_name(n, key): value
+        for n, (_, row) in enumerate(rows)
+        for key, value in _resolved(session, row).items()
     }
     await connection.execute(_chained_insert(shape), parameters)
+
+
+def can_ride(
+    rows: list[tuple[Table, dict[str, Any]]], statement_tables: Iterable[Table], run_id: str
+) -> bool:
+    """Whether `rows` can be written by the statement that numbers run `run_id` and writes
+    `statement_tables` (`with_riders`): one row per table, none of those tables (the CTEs of one
+    statement run in no defined order, and a table's rows must go in in order), and no number
+    of another run."""
+    tables = [table for table, _ in rows]
+    return (
+        len(set(tables)) == len(tables)
+        and not set(tables) & set(statement_tables)
+        and all(marked_run == run_id for _, row in rows for _, _, marked_run in _numbered_keys(row))
+    )
+
+
+def with_riders(
+    statement: Insert, rows: list[tuple[Table, dict[str, Any]]], number: ColumnElement[Any]
+) -> tuple[Insert, dict[str, Any]]:
+    """`statement` (PostgreSQL) also inserting `rows` (checked by `can_ride`), each a
+    data-modifying CTE, their NewRunNumber markers read from `number` (an expression of the
+    statement's); and the parameters of those rows."""
+    shape = tuple(
+        (table, tuple(row), tuple((column, key) for column, key, _ in _numbered_keys(row)))
+        for table, row in rows
+    )
+    parameters = {
+        _chained_name(n, key): _unmarked(value)
+        for n, (_, row) in enumerate(rows)
+        for key, value in row.items()
+    }
+    return _with_riders(statement, shape, number), parameters
+
+
+def _unmarked(value: Any) -> Any:
+    """A JSON object's NewRunNumber markers as null, which the statement then sets."""
+    if isinstance(value, dict) and any(isinstance(item, NewRunNumber) for item in value.values()):
+        return {key: None if isinstance(item, NewRunNumber) else item for key, item in value.items()}
+    return value
+
+
+@lru_cache(maxsize=16)
+def _with_riders(
+    statement: Insert,
+    shape: tuple[tuple[Table, tuple[str, ...], tuple[tuple[str, str], ...]], ...],
+    number: ColumnElement[Any],
+) -> Insert:
+    """Built once per shape, as _chained_insert is."""
+    for n, (table, keys, marked) in enumerate(shape):
+        values: dict[str, Any] = {
+            key: bindparam(_chained_name(n, key), type_=table.c[key].type) for key in keys
+        }
+        for column, key in marked:
+            # The marker's place in the object, set to the number: jsonb_set (JSON has no
+            # function to set a key), so the object's keys come back in jsonb's order.
+            values[column] = cast(
+                func.jsonb_set(
+                    cast(bindparam(_chained_name(n, column), type_=JSON), JSONB),
+                    literal([key], ARRAY(Text)),
+                    func.to_jsonb(number),
+                ),
+                table.c[column].type,
+            )
+        statement = statement.add_cte(insert(table).values(values).cte(f"riding_{n}"))
+    return statement
 
 
 def _chained_name(number: int, key: str) -> str:

@@ -49,11 +49,28 @@ class Unit:
     # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
     scheduler_claims: set[Claim] = field(default_factory=set)
+    # Whether outbox rows of this unit were written before it commits (take_rows_at_commit).
+    _outbox_written_early: bool = False
 
     @property
     def wrote_outbox(self) -> bool:
         """Whether this unit wrote outbox rows, which the relay then publishes."""
-        return bool(self.outbox_rows)
+        return self._outbox_written_early or bool(self.outbox_rows)
+
+    def take_rows_at_commit(
+        self, can_take: Callable[[list[tuple[Table, dict[str, Any]]]], bool]
+    ) -> list[tuple[Table, dict[str, Any]]]:
+        """The rows this unit is to write as it commits (its audit entries, then its outbox
+        events), if `can_take` them: a statement the unit runs now then writes them
+        (transitions.py), and the commit does not. Otherwise none."""
+        appended: list[tuple[Table, dict[str, Any]]] = self.session.info.get(AT_COMMIT, [])
+        rows = [*appended, *((_OUTBOX, row) for row in self.outbox_rows)]
+        if not rows or not can_take(rows):
+            return []
+        appended.clear()
+        self._outbox_written_early |= bool(self.outbox_rows)
+        self.outbox_rows.clear()
+        return rows
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the

@@ -10,9 +10,17 @@ from typing import Any, cast
 from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.append import adopt, append_rows, insert_into, new_row
+from firstlume.db.append import (
+    NEW_RUN_NUMBERS,
+    adopt,
+    append_rows,
+    can_ride,
+    insert_into,
+    new_row,
+    with_riders,
+)
 from firstlume.db.bulk import count_failed_resources, move_change_states
-from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep, Stack
+from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.effects import Effects, effects_of
 from firstlume.domain.errors import StackLocked, StatusChanged
@@ -131,17 +139,27 @@ async def change_status(
     check_transition(current, target)
     now = utcnow()
     history = {"from_status": current, "to_status": target, "at": now, "actor": actor, "reason": reason}
+    effects = effects_of(current, target)
     if current is None:
+        run.id = run.id or new_id()
+        # Its event is recorded first: on PostgreSQL it goes in with the run (see _insert).
+        _announce(unit, run, current, target, effects)
         # Its first history row also counts the queue it joins (see _FIRST_HISTORY_ROW).
         unit.queue_positions[run.id] = await _insert(unit, run, target, now, values, history)
     else:
         await _compare_and_set(unit, run, current, target, now, values)
         await append_rows(unit.session, _HISTORY, {"run_id": run.id, **history})
-    effects = effects_of(current, target)
     await _carry_out(unit, run, effects)
     if current is not None:
         await unit.session.flush()
         await unit.session.refresh(run)
+        _announce(unit, run, current, target, effects)
+    if effects.notification is not None:
+        await enqueue_notification(unit, run, effects.notification)
+    return run
+
+
+def _announce(unit: Unit, run: Run, current: RunStatus | None, target: RunStatus, effects: Effects) -> None:
     channels = [run_channel(run.id), org_runs_channel(run.org_id)]
     if effects.wakes_scheduler:
         channels.append(SCHEDULER_CHANNEL)
@@ -151,9 +169,6 @@ async def change_status(
         channels,
         notification=effects.notification,
     )
-    if effects.notification is not None:
-        await enqueue_notification(unit, run, effects.notification)
-    return run
 
 
 async def _insert(
@@ -181,8 +196,14 @@ async def _insert(
         position = counted.scalar_one()
     else:
         parameters = {_NEW_RUN + key: value for key, value in row.items() if key != "number"}
-        counted = await connection.execute(_NEW_RUN_AND_FIRST_HISTORY_ROW, {**parameters, **known})
+        # What the unit would write as it commits (the start's audit entry, the run's event) goes
+        # in with this statement: the stack's lock is then held for one statement and the commit,
+        # not two (measured with 16 connections on one stack: about a quarter more starts a second).
+        riders = unit.take_rows_at_commit(lambda rows: can_ride(rows, (_runs, _HISTORY), row["id"]))
+        statement, riding = with_riders(_NEW_RUN_AND_FIRST_HISTORY_ROW, riders, _new_number)
+        counted = await connection.execute(statement, {**parameters, **known, **riding})
         row["number"], position = counted.one()
+    session.info.setdefault(NEW_RUN_NUMBERS, {})[row["id"]] = row["number"]
     adopt(session, run, row)
     return int(position)
 
