@@ -7,13 +7,15 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import insert, inspect, select, update
 
 from conftest import Tenant, make_stack
 from firstlume.db.models import LogChunk, Run, RunStep
 from firstlume.db.types import utcnow
 from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.runs import RunFilter, RunPageKey
 from support.runs import start
 
 O = "/api/v1/orgs/acme"
@@ -188,3 +190,28 @@ async def test_the_whole_log_is_returned_however_many_chunks_it_has(
     assert plan.text == "".join(c["text"] for c in chunks if c["step"] == "plan")
     followed = await client.get(f"{O}/runs/{run_id}/logs?follow=true", headers=tenant.headers)
     assert followed.text == whole.text
+
+
+async def test_pages_of_runs_are_records_with_every_column_of_the_run_and_no_orm_object(
+    ctx: Context, history: dict[int, tuple[str, str]]
+) -> None:
+    # Pages of runs (one stack's, several stacks' at once) are read as plain records, not ORM
+    # objects, which cost about a fifth of a stack page's server time: nothing enters the
+    # session's identity map, and each record has every column of its run, as a Run has.
+    async with ctx.db.read() as session:
+        stack_id = await session.scalar(select(Run.stack_id).limit(1))
+        assert stack_id is not None
+        keys = [RunPageKey(stack_id, 5, None, RunFilter()), RunPageKey(stack_id, 3, 8, RunFilter())]
+        alone = await run_reads.stack_runs(session, keys[:1], run_reads.PageExtras())
+        together = await run_reads.stack_runs(
+            session, [*keys, RunPageKey("no-such-stack", 5, None, RunFilter())]
+        )
+        assert not [obj for obj in session.identity_map.values() if isinstance(obj, Run)]
+        assert [r.number for r in alone[0]] == [12, 11, 10, 9, 8]
+        assert [[r.number for r in page] for page in together] == [[12, 11, 10, 9, 8], [7, 6, 5], []]
+        records = {r.id: r for r in alone[0] + together[1]}
+        stored = (await session.scalars(select(Run).where(Run.id.in_(records)))).all()
+        columns = [attribute.key for attribute in inspect(Run).column_attrs]
+        assert len(stored) == 8
+        for run in stored:
+            assert {c: getattr(records[run.id], c) for c in columns} == {c: getattr(run, c) for c in columns}

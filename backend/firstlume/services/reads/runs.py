@@ -10,9 +10,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, bindparam, case, func, select
+from sqlalchemy import Row, Select, Table, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -141,6 +141,27 @@ class PageExtras:
     totals: dict[tuple[str, RunFilter], int] = field(default_factory=dict)
 
 
+class RunRow:
+    """A run as a page of runs reads it: each column of its row an attribute, named as on a Run
+    object. Pages of runs are only read, and as ORM objects (an identity map entry, an instance
+    state and instrumented attributes for each) they cost about a fifth of a stack page's
+    server time (P5, measured with wrk)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__ = values
+
+
+_RUNS = cast(Table, Run.__table__)
+_NAMES = tuple(column.key for column in _RUNS.c)
+_COLUMNS = len(_NAMES)
+
+
+def _records(rows: Sequence[Row[Any]]) -> list[Run]:
+    """The runs of rows that start with every column of `runs`, as records. Typed as Run, which
+    has the same attributes: the API layer reads a run the same way, whichever it got."""
+    return [cast(Run, RunRow(dict(zip(_NAMES, row, strict=False)))) for row in rows]
+
+
 async def stack_runs(
     session: AsyncSession, keys: Sequence[RunPageKey], extras: PageExtras | None = None
 ) -> list[list[Run]]:
@@ -163,9 +184,9 @@ async def stack_runs(
                     {"stack_id": stack_id, "before": before, "limit": limit},
                 )
             ).all()
-            runs = [row[0] for row in rows]
+            runs = _records(rows)
             if extras is not None:
-                for run, email, position, *_ in rows:
+                for run, (email, position, *_) in zip(runs, (row[_COLUMNS:] for row in rows), strict=True):
                     if email is not None and run.created_by_id:
                         extras.emails[run.created_by_id] = email
                     if position is not None:
@@ -173,7 +194,7 @@ async def stack_runs(
                 if counting and (rows or before is None):
                     # The count is the same on every row (uncorrelated). An empty page past the
                     # cursor does not say how many came before it.
-                    extras.totals[(stack_id, run_filter)] = int(rows[0][3]) if rows else 0
+                    extras.totals[(stack_id, run_filter)] = int(rows[0][_COLUMNS + 2]) if rows else 0
             found[(stack_id, limit, before, run_filter)] = runs
             continue
         rank = func.row_number().over(partition_by=Run.stack_id, order_by=Run.number.desc()).label("rank")
@@ -181,13 +202,14 @@ async def stack_runs(
         if before is not None:
             ranked = ranked.where(Run.number < before)
         page = ranked.subquery()
-        ranked_rows = await session.scalars(
-            select(Run)
-            .join(page, page.c.id == Run.id)
+        ranked_rows = await session.execute(
+            select(_RUNS)
+            .join(page, page.c.id == _RUNS.c.id)
             .where(page.c.rank <= limit)
-            .order_by(Run.stack_id, Run.number.desc())
+            .order_by(_RUNS.c.stack_id, _RUNS.c.number.desc())
         )
-        for stack_id, group in zip(stack_ids, _grouped(ranked_rows, "stack_id", stack_ids), strict=True):
+        records = _records(ranked_rows.all())
+        for stack_id, group in zip(stack_ids, _grouped(records, "stack_id", stack_ids), strict=True):
             found[(stack_id, limit, before, run_filter)] = group
     return [found[(key.stack_id, key.limit, key.before, key.filter)] for key in keys]
 
@@ -197,7 +219,7 @@ async def stack_runs(
 @functools.lru_cache(maxsize=64)
 def _one_stack_page(run_filter: RunFilter, paged: bool, counted: bool) -> Select[*tuple[Any, ...]]:
     # The starter's email and a queued run's position ride along: two statements fewer a page.
-    columns: list[Any] = [Run, _creator.email, case((Run.status == QUEUED, _AHEAD))]
+    columns: list[Any] = [_RUNS, _creator.email, case((Run.status == QUEUED, _AHEAD))]
     if counted:
         # Uncorrelated, so the database counts once for the page, and the page itself still
         # stops at its limit in the (stack, number) index.
