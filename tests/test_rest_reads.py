@@ -215,3 +215,47 @@ async def test_pages_of_runs_are_records_with_every_column_of_the_run_and_no_orm
         assert len(stored) == 8
         for run in stored:
             assert {c: getattr(records[run.id], c) for c in columns} == {c: getattr(run, c) for c in columns}
+
+
+async def test_a_run_and_its_steps_are_read_for_a_get_as_records_of_every_column(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    # A GET of a run reads it and its steps as plain records too (services/reads/runs.py
+    # details_in_org): no ORM object, every column there, the steps in order, and a run without
+    # steps (its outer join's row of nulls) has none.
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    stepped = await start(ctx, tenant.token, "acme", "net", "plan")
+    bare = await start(ctx, tenant.token, "acme", "net", "plan")
+    started = utcnow()
+    async with ctx.unit() as unit:
+        await unit.session.execute(
+            insert(RunStep),
+            [
+                {"run_id": stepped, "name": n, "position": i, "status": "done", "started_at": started}
+                for i, n in enumerate(("checkout", "init", "plan"))
+            ],
+        )
+    async with ctx.db.read() as session:
+        org_id = await session.scalar(select(Run.org_id).where(Run.id == stepped))
+        assert org_id is not None
+        details = await run_reads.details_in_org(session, org_id, stepped)
+        without = await run_reads.details_in_org(session, org_id, bare)
+        assert details is not None and without is not None
+        assert not list(session.identity_map.values())
+        assert [s.name for s in details.steps] == ["checkout", "init", "plan"] and without.steps == []
+        assert (details.stack_slug, details.created_by, details.queue_position) == ("net", tenant.email, 1)
+        stored = await session.get(Run, stepped)
+        steps = (
+            await session.scalars(select(RunStep).where(RunStep.run_id == stepped).order_by(RunStep.position))
+        ).all()
+        runs_columns = [attribute.key for attribute in inspect(Run).column_attrs]
+        step_columns = [attribute.key for attribute in inspect(RunStep).column_attrs]
+        assert {c: getattr(details.run, c) for c in runs_columns} == {
+            c: getattr(stored, c) for c in runs_columns
+        }
+        assert [{c: getattr(s, c) for c in step_columns} for s in details.steps] == [
+            {c: getattr(s, c) for c in step_columns} for s in steps
+        ]
+    shown = (await client.get(f"{O}/runs/{stepped}", headers=tenant.headers)).json()
+    assert [s["name"] for s in shown["steps"]] == ["checkout", "init", "plan"]
+    assert shown["started_at"] is not None and shown["queue_position"] == 1
