@@ -144,8 +144,8 @@ class PageExtras:
 class Record:
     """A row read only to be shown: each column an attribute, named as on its ORM class (a run's
     as on a Run). A page of runs, or a run and its steps, read as ORM objects (an identity map
-    entry, an instance state and instrumented attributes for each) cost about a fifth of a stack
-    page's server time and a tenth of a GET of a run (P5, measured with wrk)."""
+    entry, an instance state and instrumented attributes for each): py-spy of the served control
+    plane under wrk (P5) put that at about a tenth of a stack page's time and of a GET's."""
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__ = values
