@@ -177,9 +177,7 @@ def _with_riders(
 ) -> Insert:
     """Built once per shape, as _chained_insert is."""
     for n, (table, keys, marked) in enumerate(shape):
-        values: dict[str, Any] = {
-            key: bindparam(_chained_name(n, key), type_=table.c[key].type) for key in keys
-        }
+        values = _bound_values(n, table, keys)
         for column, key in marked:
             # The marker's place in the object, set to the number: jsonb_set (JSON has no
             # function to set a key), so the object's keys come back in jsonb's order.
@@ -199,6 +197,12 @@ def _chained_name(number: int, key: str) -> str:
     return f"row{number}_{key}"
 
 
+def _bound_values(number: int, table: Table, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The values of the `number`th row of a chained statement: a bound parameter per column,
+    named by _chained_name."""
+    return {key: bindparam(_chained_name(number, key), type_=table.c[key].type) for key in keys}
+
+
 @lru_cache(maxsize=64)
 def _chained_insert(shape: tuple[tuple[Table, tuple[str, ...]], ...]) -> Insert:
     """One single-row INSERT per (table, columns) of `shape`, chained as CTEs, its values bound
@@ -207,9 +211,7 @@ def _chained_insert(shape: tuple[tuple[Table, tuple[str, ...]], ...]) -> Insert:
     change was 40% of the server's time to start a run."""
 
     def single(number: int, table: Table, keys: tuple[str, ...]) -> Insert:
-        return insert(table).values(
-            {key: bindparam(_chained_name(number, key), type_=table.c[key].type) for key in keys}
-        )
+        return insert(table).values(_bound_values(number, table, keys))
 
     *first, (last_table, last_keys) = shape
     statement = single(len(first), last_table, last_keys)
