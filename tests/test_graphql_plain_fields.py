@@ -249,3 +249,87 @@ def test_which_resolvers_of_the_schema_are_called_directly(type_name: str, field
     resolver = graphql_type.fields[field].resolve  # type: ignore[union-attr]
     strawberry_wrapper = getattr(resolver, "_is_default", None) is not None
     assert (resolver is not None and not strawberry_wrapper) is direct
+
+
+class CountingFields:
+    executed = 0
+
+    def execute_field(self, *args: Any) -> Any:
+        type(self).executed += 1
+        return super().execute_field(*args)  # type: ignore[misc]
+
+
+class FieldsPlain(CountingFields, PlainFieldsExecutor):
+    executed = 0
+
+
+class FieldsCore(CountingFields, StrawberryGraphQLCoreExecutionContext):
+    executed = 0
+
+
+@strawberry.enum
+class Shade(enum.Enum):
+    DARK = "dark"
+    GLOOMY = "dark"  # an alias: the member is DARK, named as graphql-core names it
+    LIGHT = "light"
+
+
+class Label(str):
+    pass
+
+
+@strawberry.type
+class Row:
+    name: str
+    count: int
+    shade: Shade
+    at: datetime
+    ok: bool
+    id: strawberry.ID
+    note: str | None = None
+    small: int | None = None  # holds what an Int may not: too large, a bool, a float
+    tag: str | None = None  # holds a str subclass, a number or a bool
+
+
+@strawberry.type
+class RowQuery:
+    @strawberry.field
+    def rows(self) -> list[Row]:
+        at = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
+        rows = [
+            Row(name=f"r{n}", count=n, shade=Shade.LIGHT, at=at, ok=n % 2 == 0, id=strawberry.ID(f"id{n}"))
+            for n in range(50)
+        ]
+        rows[1].shade, rows[2].shade = Shade.GLOOMY, Shade.DARK
+        rows[3].small, rows[4].small, rows[5].small = 2**31, True, 1.0  # type: ignore[assignment]
+        rows[6].small, rows[7].small = 2**31 - 1, -(2**31)
+        rows[8].tag, rows[9].tag, rows[10].tag = Label("x"), 7, False  # type: ignore[assignment]
+        rows[11].note = "a note"
+        return rows
+
+
+ROW_QUERY = "{ rows { name count shade at ok id note small tag again: name } }"
+
+
+async def test_a_selection_of_quick_leaves_is_executed_without_a_path_per_field() -> None:
+    quick = strawberry.Schema(query=RowQuery, execution_context_class=FieldsPlain)
+    core = strawberry.Schema(query=RowQuery, execution_context_class=FieldsCore)
+    fast, slow = await quick.execute(ROW_QUERY), await core.execute(ROW_QUERY)
+    assert _outcome(fast) == _outcome(slow)
+    data, errors = _outcome(fast)
+    rows = data["rows"]
+    assert rows[0] == {
+        "name": "r0", "count": 0, "shade": "LIGHT", "at": "2026-12-02T08:00:00+00:00", "ok": True,
+        "id": "id0", "note": None, "small": None, "tag": None, "again": "r0",
+    }  # fmt: skip
+    assert [rows[n]["shade"] for n in (1, 2)] == ["DARK", "DARK"]
+    assert [rows[n]["small"] for n in (3, 4, 5, 6, 7)] == [None, 1, 1, 2**31 - 1, -(2**31)]
+    assert [rows[n]["tag"] for n in (8, 9, 10)] == ["x", "7", "false"]
+    assert rows[11]["note"] == "a note"
+    assert [message.split(":")[0] for message, _ in errors] == [
+        "Int cannot represent non 32-bit signed integer value"
+    ]
+    # graphql-core executes each field of each row; the quick path only the list and the
+    # values it gives back to the field's own path: three odd `small`s and three odd `tag`s.
+    assert FieldsCore.executed == 1 + 50 * 10
+    assert FieldsPlain.executed == 1 + 6

@@ -14,6 +14,13 @@ middleware, an awaitable value) takes graphql-core's path. Errors are handled by
 `handle_field_error`, with the same messages, so a response is the same either way
 (tests/test_graphql_plain_fields.py compares them).
 
+A selection of an object type is executed in one loop (`execute_fields`): a leaf read from an
+attribute whose value needs no coercing (a str of a String or an ID, a bool, an int an Int can
+hold, a member of a strawberry enum) or whose scalar coerces it without error goes into the
+result at once, with no response path built. Anything else in the selection (a null in a
+non-null field, a value its type refuses, an awaitable, an object, a resolver) takes the field's
+own path above, which reads the attribute again: an attribute read has no side effects.
+
 A field whose resolver takes nothing but the object it is a field of (no arguments, no info, no
 field extension such as a permission check, no exception handler) is called directly
 (`resolve_directly`): strawberry's wrapper would build an Info, convert no arguments and chain no
@@ -23,24 +30,30 @@ place in the queue).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from graphql import (
+    GraphQLBoolean,
+    GraphQLEnumType,
     GraphQLField,
+    GraphQLID,
+    GraphQLInt,
     GraphQLLeafType,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfo,
+    GraphQLString,
     Undefined,
     is_leaf_type,
     is_non_null_type,
 )
-from graphql.execution.collect_fields import FieldDetailsList
+from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.execution.executor import to_nodes
-from graphql.pyutils import Path, inspect
+from graphql.pyutils import Path, gather_with_cancel, inspect
 from strawberry.schema.schema import Schema, StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import GraphQLCoreConverter
+from strawberry.schema.schema_converter import CustomGraphQLEnumType, GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
 # Marks a resolver made by `resolve_directly`; its value is the resolver's function of the object.
@@ -101,7 +114,153 @@ def _plan(field: GraphQLField) -> PlainField | None:
     return None
 
 
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+# The Python type whose values a built-in scalar gives out unchanged.
+_AS_IS: dict[str, type] = {
+    GraphQLString.name: str,
+    GraphQLID.name: str,
+    GraphQLBoolean.name: bool,
+    GraphQLInt.name: int,
+}
+
+
+class QuickLeaf(NamedTuple):
+    """A leaf of a selection read from an attribute, with what its coercion needs."""
+
+    response_name: str
+    python_name: str
+    read: Callable[[Any, str], Any]
+    leaf: GraphQLLeafType
+    as_is: type | None  # values of exactly this type are given out unchanged
+    names: dict[Any, str] | None  # a strawberry enum's members by identity: their names
+    is_int: bool
+    non_null: bool
+
+
+class SlowField(NamedTuple):
+    """A field of a selection that takes its own path (execute_field)."""
+
+    response_name: str
+    field_details_list: FieldDetailsList
+
+
+def _enum_names(leaf: GraphQLLeafType) -> dict[Any, str] | None:
+    """For a strawberry enum, each member's GraphQL name, as its coerce_output_value finds it
+    (the first value equal to the member's)."""
+    if not isinstance(leaf, CustomGraphQLEnumType) or not issubclass(leaf.wrapped_cls, enum.Enum):
+        return None
+    names: dict[Any, str] = {}
+    for member in leaf.wrapped_cls:
+        for name, value in leaf.values.items():
+            if member.value == value.value:
+                names[member] = name
+                break
+    return names
+
+
+def _quick_leaf(response_name: str, field: GraphQLField | None, node_has_arguments: bool) -> QuickLeaf | None:
+    if field is None or node_has_arguments:
+        return None
+    plan = plain_field(field)
+    if plan is None or not plan.attribute or plan.leaf is None:
+        return None
+    leaf = plan.leaf
+    as_is = _AS_IS.get(leaf.name) if not isinstance(leaf, GraphQLEnumType) else None
+    names = _enum_names(leaf) if isinstance(leaf, GraphQLEnumType) else None
+    return QuickLeaf(
+        response_name,
+        plan.python_name,
+        plan.read,
+        leaf,
+        as_is,
+        names,
+        leaf.name == GraphQLInt.name,
+        plan.non_null,
+    )
+
+
 class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
+    def execute_fields(
+        self,
+        parent_type: GraphQLObjectType,
+        source_value: Any,
+        path: Path | None,
+        grouped_field_set: GroupedFieldSet,
+        position_context: Any,
+    ) -> Any:
+        """graphql-core's execute_fields, with the selection's quick leaves put straight into the
+        result (see the module's docstring)."""
+        selection = self._selection(parent_type, grouped_field_set)
+        if selection is None:
+            return super().execute_fields(
+                parent_type, source_value, path, grouped_field_set, position_context
+            )
+        results: dict[str, Any] = {}
+        is_awaitable = self.is_awaitable
+        awaitable_fields: list[str] = []
+        try:
+            for entry in selection:
+                if isinstance(entry, QuickLeaf):
+                    value = _quick_value(entry, source_value, is_awaitable)
+                    if value is not _SLOW:
+                        results[entry.response_name] = value
+                        continue
+                    name, details = entry.response_name, grouped_field_set[entry.response_name]
+                else:
+                    name, details = entry.response_name, entry.field_details_list
+                result = self.execute_field(
+                    parent_type, source_value, details, Path(path, name, parent_type.name), position_context
+                )
+                if result is not Undefined:
+                    results[name] = result
+                    if is_awaitable(result):
+                        awaitable_fields.append(name)
+        except Exception:
+            if awaitable_fields:
+                self.settle_in_background([results[field] for field in awaitable_fields])
+            raise
+        if not awaitable_fields:
+            return results
+        return self._await_fields(results, awaitable_fields)
+
+    def _selection(
+        self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
+    ) -> tuple[QuickLeaf | SlowField, ...] | None:
+        """The selection's fields in order, each quick or not; None when none is quick or schema
+        middleware runs (the selection then takes graphql-core's path). Worked out once per
+        selection of an operation: graphql-core collects a list's items' selection once, and
+        per-event copies of a subscription's executor share it."""
+        try:
+            selections = self.__dict__["_plain_selections"]
+        except KeyError:
+            selections = self.__dict__["_plain_selections"] = {}
+        key = (id(parent_type), id(grouped_field_set))
+        known = selections.get(key)
+        if known is not None:
+            return known[1]  # type: ignore[no-any-return]
+        middleware = self.middleware_manager
+        entries: list[QuickLeaf | SlowField] = []
+        if middleware is None or not middleware.middlewares:
+            for response_name, details in grouped_field_set.items():
+                node = details[0].node
+                field = self.schema.get_field(parent_type, node.name.value)
+                quick = _quick_leaf(response_name, field, bool(node.arguments))
+                entries.append(quick if quick is not None else SlowField(response_name, details))
+        chosen = tuple(entries) if any(type(e) is QuickLeaf for e in entries) else None
+        # The set is kept with its entry, so that its id is not reused while the entry lives.
+        selections[key] = (grouped_field_set, chosen)
+        return chosen
+
+    async def _await_fields(self, results: dict[str, Any], awaitable_fields: list[str]) -> dict[str, Any]:
+        # As graphql-core's execute_fields: one awaited alone, several together.
+        if len(awaitable_fields) == 1:
+            field = awaitable_fields[0]
+            results[field] = await results[field]
+        else:
+            awaited = await gather_with_cancel(*(results[field] for field in awaitable_fields))
+            results.update(zip(awaitable_fields, awaited, strict=True))
+        return results
+
     def execute_field(
         self,
         parent_type: GraphQLObjectType,
@@ -172,6 +331,35 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         except Exception as raw_error:
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
+
+
+_SLOW = object()  # the quick leaf's value must take the field's own path
+
+
+def _quick_value(entry: QuickLeaf, source: Any, is_awaitable: Callable[[Any], bool]) -> Any:
+    """The leaf's coerced value, or _SLOW when the field's own path must give it (its errors
+    and their messages are that path's)."""
+    try:
+        value = entry.read(source, entry.python_name)
+    except Exception:
+        return _SLOW
+    if value is None or value is Undefined:
+        return _SLOW if entry.non_null else None  # a null where none may be is an error
+    kind = type(value)
+    if kind is entry.as_is:
+        return value if not entry.is_int or _INT_MIN <= value <= _INT_MAX else _SLOW
+    if entry.names is not None:
+        try:
+            return entry.names.get(value, _SLOW)
+        except TypeError:  # unhashable
+            return _SLOW
+    if entry.as_is is not None or is_awaitable(value):
+        return _SLOW
+    try:
+        coerced = entry.leaf.coerce_output_value(value)
+    except Exception:
+        return _SLOW
+    return _SLOW if coerced is None or coerced is Undefined else coerced
 
 
 def _null(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> bool:
