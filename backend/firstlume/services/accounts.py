@@ -181,6 +181,24 @@ async def authenticate_in_stack(
     return actor, org, stack
 
 
+async def authenticate_about(
+    session: AsyncSession, token: str | None, slug: str, stack_slug: str | None
+) -> tuple[Actor, Organization | None, Stack | None]:
+    """authenticate, and in the same statement the organization `slug` if the caller is a member
+    of it (else None) and its stack `stack_slug` (None when it has none): a GraphQL query about
+    one organization. The actor is authenticate's (GraphQL checks roles field by field)."""
+    if stack_slug is None:
+        row = await _caller_row(session, _ACTOR_IN_ORG, token, {"slug": slug})
+    else:
+        row = await _caller_row(session, _ACTOR_IN_STACK, token, {"slug": slug, "stack": stack_slug})
+    user_id, email, token_id, last_used, org = tuple(row)[:5]
+    actor = Actor(user_id=user_id, email=email, token_id=token_id, token_last_used_at=last_used)
+    if org is None:
+        return actor, None, None
+    audit.bind_actor(session, actor)
+    return actor, org, row[-1] if stack_slug is not None else None
+
+
 async def _caller_row(
     session: AsyncSession, statement: Select[*tuple[Any, ...]], token: str | None, params: dict[str, Any]
 ) -> Row[*tuple[Any, ...]]:

@@ -21,7 +21,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Bas
 from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
-from firstlume.api.graphql.query_thread import QueryThread, is_query
+from firstlume.api.graphql.query_thread import QueryThread, query_request
 from firstlume.api.graphql.schema import schema
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input, json_output
@@ -33,6 +33,8 @@ from firstlume.services.reads import ReadScope
 READS_KEY = "firstlume.reads"
 # The services context a request runs with when it is not the app's: a query on the query thread.
 CONTEXT_KEY = "firstlume.context"
+# The organization and stack a query is about, read with its caller (org_root.py).
+ABOUT_KEY = "firstlume.about"
 
 log = logging.getLogger("firstlume.api.graphql")
 
@@ -69,12 +71,16 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
             return
         request = Request(scope=scope, receive=receive)
         thread: QueryThread | None = getattr(request.app.state, "query_thread", None)
-        if thread is not None and is_query(
-            request.method, await request.body(), request.query_params.get("query")
-        ):
+        query = (
+            query_request(request.method, await request.body(), request.query_params)
+            if thread is not None
+            else None
+        )
+        if thread is not None and query is not None:
             # Executed (and encoded) on the query thread's loop with its database engine; the
             # body was read here, where the request's channel lives.
             request.scope[CONTEXT_KEY] = thread.ctx
+            request.scope[ABOUT_KEY] = query.about()
             response = await thread.run(self._respond(request))
         else:
             response = await self._respond(request)
@@ -127,7 +133,9 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         context = GraphQLContext(app=app, connection=request, response=response)
         if not isinstance(request, WebSocket):
             context.reads = request.scope[READS_KEY] = ReadScope(context.app.db)
-            await context.authenticate(request.headers.get("authorization"))
+            await context.authenticate(
+                request.headers.get("authorization"), about=request.scope.get(ABOUT_KEY)
+            )
         return context
 
     @overload

@@ -9,6 +9,8 @@ from starlette.requests import HTTPConnection
 from strawberry.types import Info
 
 from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.org_root import OrgRoot
+from firstlume.db.models import Organization, Stack
 from firstlume.domain.errors import Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
@@ -32,6 +34,11 @@ class GraphQLContext:
     # WebSocket connection reads per use instead, since it may stay open for hours.
     reads: ReadScope | None = None
     _loaders: Loaders | None = None
+    # What the query is about, read with its caller: the organization (None when the caller is
+    # not a member of one by that slug) and the stack it asks for (None when there is none).
+    about: OrgRoot | None = None
+    about_org: Organization | None = None
+    about_stack: Stack | None = None
 
     def loaders(self) -> Loaders:
         """The operation's loaders: shared by an HTTP request's root fields; new for each
@@ -47,20 +54,36 @@ class GraphQLContext:
             raise Unauthenticated(self.auth_error)
         return self.actor
 
-    async def authenticate(self, authorization: str | None) -> None:
+    async def authenticate(self, authorization: str | None, about: OrgRoot | None = None) -> None:
         """Reads `Bearer <token>`; on failure the reason is kept for the first resolver that needs
-        an actor (HTTP) or for refusing the connection (WebSocket)."""
+        an actor (HTTP) or for refusing the connection (WebSocket). With `about`, the organization
+        and stack the query is about are read in the same statement."""
         token = bearer_token(authorization)
-        self.actor = None
+        self.actor, self.about = None, None
         if token is None:
             self.auth_error = MISSING_TOKEN
             return
         reads = self.reads or ReadScope(self.app.db, shared=False)
         try:
             async with reads.session() as session:
-                self.actor = await accounts.authenticate(session, token)
+                if about is None:
+                    self.actor = await accounts.authenticate(session, token)
+                else:
+                    self.actor, self.about_org, self.about_stack = await accounts.authenticate_about(
+                        session, token, about.org, about.stack
+                    )
+                    self.about = about
         except Unauthenticated as error:
             self.auth_error = error.message
+
+    def known_org(self, slug: str) -> tuple[Organization | None, dict[str, Stack | None]] | None:
+        """The organization `slug` (None: the caller is no member of one) and the stacks read with
+        it, by slug, when they were read with the caller; None when they were not."""
+        about = self.about
+        if about is None or about.org != slug:
+            return None
+        stacks = {about.stack: self.about_stack} if about.stack is not None else {}
+        return self.about_org, stacks
 
 
 def bearer_token(authorization: Any) -> str | None:

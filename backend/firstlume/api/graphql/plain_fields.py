@@ -144,9 +144,20 @@ class SlowField(NamedTuple):
     field_details_list: FieldDetailsList
 
 
+# Per enum type of the schema (which lives as long as the process): its members' names, or None.
+_enum_names_of: dict[int, tuple[GraphQLLeafType, dict[Any, str] | None]] = {}
+
+
 def _enum_names(leaf: GraphQLLeafType) -> dict[Any, str] | None:
     """For a strawberry enum, each member's GraphQL name, as its coerce_output_value finds it
     (the first value equal to the member's)."""
+    known = _enum_names_of.get(id(leaf))
+    if known is None or known[0] is not leaf:
+        known = _enum_names_of[id(leaf)] = (leaf, _member_names(leaf))
+    return known[1]
+
+
+def _member_names(leaf: GraphQLLeafType) -> dict[Any, str] | None:
     if not isinstance(leaf, CustomGraphQLEnumType) or not issubclass(leaf.wrapped_cls, enum.Enum):
         return None
     names: dict[Any, str] = {}

@@ -14,12 +14,13 @@ import asyncio
 import dataclasses
 import functools
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 import uvloop
-from graphql import OperationDefinitionNode, OperationType, parse
+from graphql import FragmentDefinitionNode, OperationDefinitionNode, OperationType, parse
 
+from firstlume.api.graphql.org_root import OrgRoot, Shape, shape_of
 from firstlume.domain import json_input
 from firstlume.services.context import Context
 
@@ -52,32 +53,57 @@ class QueryThread:
         self._loop.close()
 
 
-def is_query(method: str, body: bytes, query_param: str | None) -> bool:
-    """Whether the request is one query operation (not a mutation or subscription). Anything
+@dataclasses.dataclass(frozen=True)
+class QueryRequest:
+    """A request for one query operation, as read to route it."""
+
+    # Where it names the organization it is about, if it is about one (org_root.py).
+    shape: Shape | None
+    variables: object
+
+    def about(self) -> OrgRoot | None:
+        return self.shape.about(self.variables) if self.shape is not None else None
+
+
+def query_request(method: str, body: bytes, params: Mapping[str, str]) -> QueryRequest | None:
+    """The request, if it is one query operation (not a mutation or subscription). Anything
     that cannot be read is not: it is refused on the server's loop, as before."""
     try:
         if method == "GET":
-            text, name = query_param, None
+            text, name, variables = params.get("query"), None, params.get("variables")
         else:
             data = json_input.loads(body)
             if not isinstance(data, dict):
-                return False
-            text, name = data.get("query"), data.get("operationName")
+                return None
+            text, name, variables = data.get("query"), data.get("operationName"), data.get("variables")
         if not isinstance(text, str) or not isinstance(name, str | None):
-            return False
+            return None
     except Exception:
-        return False
-    return _names_one_query(text, name)
+        return None
+    is_query, shape = _one_query(text, name)
+    if not is_query:
+        return None
+    if shape is not None and isinstance(variables, str):
+        # GET's variables are JSON in the query string; they matter only for the shape.
+        try:
+            variables = json_input.loads(variables)
+        except Exception:
+            variables = None
+    return QueryRequest(shape, variables)
 
 
 @functools.lru_cache(maxsize=512)
-def _names_one_query(text: str, name: str | None) -> bool:
-    """Parsing is most of the classification's cost (a sixth of a small query's time on the
-    server's loop); clients send the same few documents again and again."""
+def _one_query(text: str, name: str | None) -> tuple[bool, Shape | None]:
+    """Whether the document names one query operation, and its shape. Parsing is most of the
+    classification's cost (a sixth of a small query's time on the server's loop); clients send
+    the same few documents again and again."""
     try:
         document = parse(text, max_tokens=5000)
     except Exception:
-        return False
+        return False, None
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     chosen = [o for o in operations if name is None or (o.name is not None and o.name.value == name)]
-    return len(chosen) == 1 and chosen[0].operation == OperationType.QUERY
+    if len(chosen) != 1 or chosen[0].operation != OperationType.QUERY:
+        return False, None
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    return True, shape_of(chosen[0], fragments)

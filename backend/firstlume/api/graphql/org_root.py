@@ -1,0 +1,134 @@
+"""The organization (and the one stack in it) that a query is about, read from the query before it
+runs.
+
+Every page of the web UI is a query with one root field, `organization(slug:)`, and most of them
+ask for one `stack(slug:)` in it. Such a query's caller is authenticated in the same statement
+that reads the organization (if they are a member) and that stack, as a REST request in an
+organization is (services/accounts.authenticate_in_org): one statement, where authenticating
+and then resolving `organization` took two. Any other query authenticates as before.
+
+Only the query's syntax is read here: a slug given by a variable is taken from the request's
+variables when it is a string there, and otherwise the query takes the usual path (validation
+then answers for a wrong variable, as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionNode,
+    StringValueNode,
+    ValueNode,
+    VariableNode,
+)
+
+ROOT_FIELD = "organization"
+STACK_FIELD = "stack"
+SLUG = "slug"
+
+
+@dataclass(frozen=True)
+class OrgRoot:
+    """What a query is about: an organization's slug, and the slug of the one stack it asks for."""
+
+    org: str
+    stack: str | None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where a query names its organization and stack: a literal or a variable each (worked out
+    once per document, kept with its parse)."""
+
+    org: ValueNode
+    stack: ValueNode | None
+
+    def about(self, variables: object) -> OrgRoot | None:
+        values = variables if isinstance(variables, Mapping) else {}
+        org = _value(self.org, values)
+        if org is None:
+            return None
+        stack = _value(self.stack, values) if self.stack is not None else None
+        return OrgRoot(org, stack)
+
+
+def shape_of(
+    operation: OperationDefinitionNode, fragments: Mapping[str, FragmentDefinitionNode]
+) -> Shape | None:
+    """The shape of a query whose only root field is `organization(slug:)`, with no directive
+    that could leave it out; None for any other query."""
+    selections = operation.selection_set.selections
+    if len(selections) != 1:
+        return None
+    [root] = selections
+    if not isinstance(root, FieldNode) or root.name.value != ROOT_FIELD or root.directives:
+        return None
+    org = _slug_argument(root)
+    if org is None:
+        return None
+    # Two `stack` fields with the same literal or the same variable ask for the same stack.
+    stacks: dict[tuple[str, str], ValueNode] = {}
+    for field in _fields_named(root, STACK_FIELD, fragments):
+        slug = _slug_argument(field)
+        if slug is not None:
+            stacks.setdefault(_key(slug), slug)
+    stack = next(iter(stacks.values())) if len(stacks) == 1 else None
+    return Shape(org, stack)
+
+
+def _slug_argument(field: FieldNode) -> ValueNode | None:
+    for argument in field.arguments or ():
+        if argument.name.value == SLUG and isinstance(argument.value, StringValueNode | VariableNode):
+            return argument.value
+    return None
+
+
+def _key(value: ValueNode) -> tuple[str, str]:
+    if isinstance(value, VariableNode):
+        return ("variable", value.name.value)
+    assert isinstance(value, StringValueNode)
+    return ("literal", value.value)
+
+
+def _fields_named(
+    field: FieldNode, name: str, fragments: Mapping[str, FragmentDefinitionNode]
+) -> Iterator[FieldNode]:
+    if field.selection_set is not None:
+        yield from _named(field.selection_set.selections, name, fragments, set())
+
+
+def _named(
+    selections: Any, name: str, fragments: Mapping[str, FragmentDefinitionNode], seen: set[str]
+) -> Iterator[FieldNode]:
+    selection: SelectionNode
+    for selection in selections:
+        if isinstance(selection, FieldNode):
+            if selection.name.value == name:
+                yield selection
+        elif isinstance(selection, InlineFragmentNode):
+            yield from _named(selection.selection_set.selections, name, fragments, seen)
+        elif isinstance(selection, FragmentSpreadNode):
+            fragment = fragments.get(selection.name.value)
+            # A fragment that spreads itself is refused by validation; here it is read once.
+            if fragment is not None and fragment.name.value not in seen:
+                seen.add(fragment.name.value)
+                yield from _named(fragment.selection_set.selections, name, fragments, seen)
+
+
+def _value(node: ValueNode, variables: Mapping[str, Any]) -> str | None:
+    if isinstance(node, StringValueNode):
+        value: object = node.value
+    else:
+        assert isinstance(node, VariableNode)
+        value = variables.get(node.name.value)
+    # Text with NUL is refused when the query is validated (errors.py); the database could not
+    # even compare it.
+    return value if isinstance(value, str) and "\x00" not in value else None
