@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import update
 
 from conftest import Tenant, make_stack, make_tenant
+from firstlume.api.graphql.types import catalog as catalog_types
 from firstlume.db.models import Run
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, RunStatus
 from firstlume.services import dispatch
@@ -282,3 +284,33 @@ async def test_a_stack_is_read_with_its_organization_in_one_statement(
     assert data == {"organization": {"a": {"slug": "net"}, "b": {"slug": "db"}}} and count == 3
     outsider = 'query { organization(slug: "globex") { stack(slug: "net") { slug } } }'
     assert (await answer(outsider))[1] == {"organization": None}
+
+
+async def test_the_runs_of_a_page_share_their_stacks_object(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A page of one stack's runs makes one GraphQL Stack object for all of them (types/runs.py),
+    # not one per run; the answer is the same for each run.
+    await _one_holding_three_queued(ctx, tenant)
+    await make_stack(ctx, tenant, {"slug": "db", "repository": "file:///repo"})
+    await start(ctx, tenant.token, "acme", "db", "plan")
+    made: list[str] = []
+    post_init = catalog_types.Stack.__post_init__
+
+    def counted(self: catalog_types.Stack) -> None:
+        made.append(self.row.slug)
+        post_init(self)
+
+    monkeypatch.setattr(catalog_types.Stack, "__post_init__", counted)
+    query = """{ organization(slug: "acme") { stack(slug: "net") { runs(first: 10) {
+      nodes { number stack { slug name } } } } activeRuns { number stack { slug } } } }"""
+    body = (await client.post("/graphql", json={"query": query}, headers=tenant.headers)).json()
+    assert not body.get("errors"), body["errors"]
+    nodes = body["data"]["organization"]["stack"]["runs"]["nodes"]
+    assert [(n["number"], n["stack"]) for n in nodes] == [
+        (number, {"slug": "net", "name": "net"}) for number in (4, 3, 2, 1)
+    ]
+    active = sorted((r["stack"]["slug"], r["number"]) for r in body["data"]["organization"]["activeRuns"])
+    assert active == [("db", 1), ("net", 1), ("net", 2), ("net", 3), ("net", 4)]
+    # The organization's `stack` field, then one for the runs of `net` and one for `db`'s.
+    assert sorted(made) == ["db", "net", "net"], made

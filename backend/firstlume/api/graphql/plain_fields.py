@@ -14,12 +14,11 @@ middleware, an awaitable value) takes graphql-core's path. Errors are handled by
 `handle_field_error`, with the same messages, so a response is the same either way
 (tests/test_graphql_plain_fields.py compares them).
 
-A selection of an object type is executed in one loop (`execute_fields`): a leaf read from an
-attribute whose value needs no coercing (a str of a String or an ID, a bool, an int an Int can
-hold, a member of a strawberry enum) or whose scalar coerces it without error goes into the
-result at once, with no response path built. Anything else in the selection (a null in a
-non-null field, a value its type refuses, an awaitable, an object, a resolver) takes the field's
-own path above, which reads the attribute again: an attribute read has no side effects.
+A selection of an object type is executed in one loop (`execute_fields`): its plain fields are
+read and completed there, with no call of execute_field and no response path built unless an
+error, an awaitable or an object needs one. A leaf whose value needs no coercing (a str of a
+String or an ID, a bool, an int an Int can hold, a member of a strawberry enum) goes into the
+result as it is; other leaves are coerced as above.
 
 A field whose resolver takes nothing but the object it is a field of (no arguments, no info, no
 field extension such as a permission check, no exception handler) is called directly
@@ -124,24 +123,22 @@ _AS_IS: dict[str, type] = {
 }
 
 
-class QuickLeaf(NamedTuple):
-    """A leaf of a selection read from an attribute, with what its coercion needs."""
+class Coercion(NamedTuple):
+    """What a leaf's quick coercion needs."""
 
-    response_name: str
-    python_name: str
-    read: Callable[[Any, str], Any]
-    leaf: GraphQLLeafType
     as_is: type | None  # values of exactly this type are given out unchanged
     names: dict[Any, str] | None  # a strawberry enum's members by identity: their names
     is_int: bool
-    non_null: bool
 
 
-class SlowField(NamedTuple):
-    """A field of a selection that takes its own path (execute_field)."""
+class SelectedField(NamedTuple):
+    """A field of a selection, as `execute_fields` executes it."""
 
     response_name: str
     field_details_list: FieldDetailsList
+    field: GraphQLField
+    plan: PlainField | None  # None: the field takes graphql-core's path
+    coercion: Coercion | None  # for a plain leaf
 
 
 # Per enum type of the schema (which lives as long as the process): its members' names, or None.
@@ -169,25 +166,10 @@ def _member_names(leaf: GraphQLLeafType) -> dict[Any, str] | None:
     return names
 
 
-def _quick_leaf(response_name: str, field: GraphQLField | None, node_has_arguments: bool) -> QuickLeaf | None:
-    if field is None or node_has_arguments:
-        return None
-    plan = plain_field(field)
-    if plan is None or not plan.attribute or plan.leaf is None:
-        return None
-    leaf = plan.leaf
-    as_is = _AS_IS.get(leaf.name) if not isinstance(leaf, GraphQLEnumType) else None
-    names = _enum_names(leaf) if isinstance(leaf, GraphQLEnumType) else None
-    return QuickLeaf(
-        response_name,
-        plan.python_name,
-        plan.read,
-        leaf,
-        as_is,
-        names,
-        leaf.name == GraphQLInt.name,
-        plan.non_null,
-    )
+def _coercion(leaf: GraphQLLeafType) -> Coercion:
+    if isinstance(leaf, GraphQLEnumType):
+        return Coercion(None, _enum_names(leaf), False)
+    return Coercion(_AS_IS.get(leaf.name), None, leaf.name == GraphQLInt.name)
 
 
 class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
@@ -199,8 +181,8 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         grouped_field_set: GroupedFieldSet,
         position_context: Any,
     ) -> Any:
-        """graphql-core's execute_fields, with the selection's quick leaves put straight into the
-        result (see the module's docstring)."""
+        """graphql-core's execute_fields, with the selection's plain fields executed here and its
+        quick leaves put straight into the result (see the module's docstring)."""
         selection = self._selection(parent_type, grouped_field_set)
         if selection is None:
             return super().execute_fields(
@@ -210,22 +192,42 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         is_awaitable = self.is_awaitable
         awaitable_fields: list[str] = []
         try:
-            for entry in selection:
-                if isinstance(entry, QuickLeaf):
-                    value = _quick_value(entry, source_value, is_awaitable)
-                    if value is not _SLOW:
-                        results[entry.response_name] = value
+            for name, details, field, plan, coercion in selection:
+                if plan is None:
+                    result = self.execute_field(
+                        parent_type,
+                        source_value,
+                        details,
+                        Path(path, name, parent_type.name),
+                        position_context,
+                    )
+                    if result is Undefined:
                         continue
-                    name, details = entry.response_name, grouped_field_set[entry.response_name]
                 else:
-                    name, details = entry.response_name, entry.field_details_list
-                result = self.execute_field(
-                    parent_type, source_value, details, Path(path, name, parent_type.name), position_context
-                )
-                if result is not Undefined:
-                    results[name] = result
-                    if is_awaitable(result):
-                        awaitable_fields.append(name)
+                    try:
+                        value = plan.read(source_value, plan.python_name)
+                        if coercion is not None:
+                            quick = _quick_value(coercion, plan.non_null, value)
+                            if quick is not _SLOW:
+                                results[name] = quick
+                                continue
+                            if not is_awaitable(value):
+                                results[name] = _complete_leaf(
+                                    plan, parent_type, details[0].node.name.value, value
+                                )
+                                continue
+                        result = self._complete_plain(
+                            plan, field, parent_type, source_value, details,
+                            Path(path, name, parent_type.name), value, position_context,
+                        )  # fmt: skip
+                    except Exception as raw_error:
+                        self.handle_field_error(
+                            raw_error, field.type, details, Path(path, name, parent_type.name)
+                        )
+                        result = None
+                results[name] = result
+                if is_awaitable(result):
+                    awaitable_fields.append(name)
         except Exception:
             if awaitable_fields:
                 self.settle_in_background([results[field] for field in awaitable_fields])
@@ -236,11 +238,11 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
 
     def _selection(
         self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet
-    ) -> tuple[QuickLeaf | SlowField, ...] | None:
-        """The selection's fields in order, each quick or not; None when none is quick or schema
-        middleware runs (the selection then takes graphql-core's path). Worked out once per
-        selection of an operation: graphql-core collects a list's items' selection once, and
-        per-event copies of a subscription's executor share it."""
+    ) -> tuple[SelectedField, ...] | None:
+        """The selection's fields in order, each plain or not; None when none is plain, a field
+        is not in the schema, or schema middleware runs (the selection then takes graphql-core's
+        path). Worked out once per selection of an operation: graphql-core collects a list's
+        items' selection once, and per-event copies of a subscription's executor share it."""
         try:
             selections = self.__dict__["_plain_selections"]
         except KeyError:
@@ -250,14 +252,19 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         if known is not None:
             return known[1]  # type: ignore[no-any-return]
         middleware = self.middleware_manager
-        entries: list[QuickLeaf | SlowField] = []
+        entries: list[SelectedField] | None = None
         if middleware is None or not middleware.middlewares:
+            entries = []
             for response_name, details in grouped_field_set.items():
                 node = details[0].node
                 field = self.schema.get_field(parent_type, node.name.value)
-                quick = _quick_leaf(response_name, field, bool(node.arguments))
-                entries.append(quick if quick is not None else SlowField(response_name, details))
-        chosen = tuple(entries) if any(type(e) is QuickLeaf for e in entries) else None
+                if field is None:
+                    entries = None
+                    break
+                plan = plain_field(field) if not node.arguments else None
+                coercion = _coercion(plan.leaf) if plan is not None and plan.leaf is not None else None
+                entries.append(SelectedField(response_name, details, field, plan, coercion))
+        chosen = tuple(entries) if entries and any(e.plan is not None for e in entries) else None
         # The set is kept with its entry, so that its id is not reused while the entry lives.
         selections[key] = (grouped_field_set, chosen)
         return chosen
@@ -289,27 +296,43 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
                 assert field is not None
                 try:
                     value = plan.read(source, plan.python_name)
-                    if self.is_awaitable(value):
-                        if plan.attribute:
-                            return super().execute_field(
-                                parent_type, source, field_details_list, path, position_context
-                            )
-                        info = self.build_resolve_info(field, to_nodes(field_details_list), parent_type, path)
-                        return self.complete_awaitable_value(
-                            field.type, field_details_list, info, path, value, position_context
-                        )
-                    if plan.leaf is not None:
-                        return _complete_leaf(plan, parent_type, node.name.value, value)
-                    completed = self._complete_object(
-                        plan, parent_type, node.name.value, field_details_list, path, value, position_context
+                    return self._complete_plain(
+                        plan, field, parent_type, source, field_details_list, path, value, position_context
                     )
-                    if self.is_awaitable(completed):
-                        return self._await_completed(completed, field.type, field_details_list, path)
-                    return completed
                 except Exception as raw_error:
                     self.handle_field_error(raw_error, field.type, field_details_list, path)
                     return None
         return super().execute_field(parent_type, source, field_details_list, path, position_context)
+
+    def _complete_plain(
+        self,
+        plan: PlainField,
+        field: GraphQLField,
+        parent_type: GraphQLObjectType,
+        source: Any,
+        field_details_list: FieldDetailsList,
+        path: Path,
+        value: Any,
+        position_context: Any,
+    ) -> Any:
+        """A plain field's value, read: completed as graphql-core would. Raises what
+        graphql-core's execute_field would handle as the field's error."""
+        if self.is_awaitable(value):
+            if plan.attribute:
+                return super().execute_field(parent_type, source, field_details_list, path, position_context)
+            info = self.build_resolve_info(field, to_nodes(field_details_list), parent_type, path)
+            return self.complete_awaitable_value(
+                field.type, field_details_list, info, path, value, position_context
+            )
+        name = field_details_list[0].node.name.value
+        if plan.leaf is not None:
+            return _complete_leaf(plan, parent_type, name, value)
+        completed = self._complete_object(
+            plan, parent_type, name, field_details_list, path, value, position_context
+        )
+        if self.is_awaitable(completed):
+            return self._await_completed(completed, field.type, field_details_list, path)
+        return completed
 
     def _complete_object(
         self,
@@ -347,30 +370,20 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
 _SLOW = object()  # the quick leaf's value must take the field's own path
 
 
-def _quick_value(entry: QuickLeaf, source: Any, is_awaitable: Callable[[Any], bool]) -> Any:
-    """The leaf's coerced value, or _SLOW when the field's own path must give it (its errors
-    and their messages are that path's)."""
-    try:
-        value = entry.read(source, entry.python_name)
-    except Exception:
-        return _SLOW
+def _quick_value(coercion: Coercion, non_null: bool, value: Any) -> Any:
+    """A leaf's value coerced, or _SLOW when completing it takes the field's own path (whose
+    errors and messages are graphql-core's)."""
     if value is None or value is Undefined:
-        return _SLOW if entry.non_null else None  # a null where none may be is an error
+        return _SLOW if non_null else None  # a null where none may be is an error
     kind = type(value)
-    if kind is entry.as_is:
-        return value if not entry.is_int or _INT_MIN <= value <= _INT_MAX else _SLOW
-    if entry.names is not None:
+    if kind is coercion.as_is:
+        return value if not coercion.is_int or _INT_MIN <= value <= _INT_MAX else _SLOW
+    if coercion.names is not None:
         try:
-            return entry.names.get(value, _SLOW)
+            return coercion.names.get(value, _SLOW)
         except TypeError:  # unhashable
             return _SLOW
-    if entry.as_is is not None or is_awaitable(value):
-        return _SLOW
-    try:
-        coerced = entry.leaf.coerce_output_value(value)
-    except Exception:
-        return _SLOW
-    return _SLOW if coerced is None or coerced is Undefined else coerced
+    return _SLOW
 
 
 def _null(plan: PlainField, parent_type: GraphQLObjectType, name: str, value: Any) -> bool:
