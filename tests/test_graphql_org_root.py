@@ -154,3 +154,15 @@ def test_which_queries_are_about_one_organization() -> None:
         "{ organizations { slug } }",
     ]:
         assert _shape(other) is None, other
+
+
+async def test_a_fragment_that_spreads_itself_is_read_once_and_refused_by_validation(
+    client: httpx.AsyncClient, app_statements: StatementCounter, tenant: Tenant, stacks: None
+) -> None:
+    # The query is read for its shape before validation refuses the cycle: reading must end.
+    looping = """{ organization(slug: "acme") { ...Loop } }
+    fragment Loop on Organization { stack(slug: "net") { slug } ...Loop }"""
+    assert _shape(looping).about({}) == OrgRoot("acme", "net")
+    body, _ = await answer(client, app_statements, tenant, looping)
+    assert body.get("data") is None and body["errors"], body
+    assert "Loop" in body["errors"][0]["message"]

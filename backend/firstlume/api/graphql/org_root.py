@@ -14,21 +14,20 @@ then answers for a wrong variable, as before).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
-    InlineFragmentNode,
     OperationDefinitionNode,
-    SelectionNode,
     StringValueNode,
     ValueNode,
     VariableNode,
 )
+
+from firstlume.api.graphql.selections import fields_named
 
 ROOT_FIELD = "organization"
 STACK_FIELD = "stack"
@@ -76,7 +75,9 @@ def shape_of(
         return None
     # Two `stack` fields with the same literal or the same variable ask for the same stack.
     stacks: dict[tuple[str, str], ValueNode] = {}
-    for field in _fields_named(root, STACK_FIELD, fragments):
+    for field in fields_named(
+        root.selection_set.selections if root.selection_set else (), STACK_FIELD, fragments
+    ):
         slug = _slug_argument(field)
         if slug is not None:
             stacks.setdefault(_key(slug), slug)
@@ -96,31 +97,6 @@ def _key(value: ValueNode) -> tuple[str, str]:
         return ("variable", value.name.value)
     assert isinstance(value, StringValueNode)
     return ("literal", value.value)
-
-
-def _fields_named(
-    field: FieldNode, name: str, fragments: Mapping[str, FragmentDefinitionNode]
-) -> Iterator[FieldNode]:
-    if field.selection_set is not None:
-        yield from _named(field.selection_set.selections, name, fragments, set())
-
-
-def _named(
-    selections: Any, name: str, fragments: Mapping[str, FragmentDefinitionNode], seen: set[str]
-) -> Iterator[FieldNode]:
-    selection: SelectionNode
-    for selection in selections:
-        if isinstance(selection, FieldNode):
-            if selection.name.value == name:
-                yield selection
-        elif isinstance(selection, InlineFragmentNode):
-            yield from _named(selection.selection_set.selections, name, fragments, seen)
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = fragments.get(selection.name.value)
-            # A fragment that spreads itself is refused by validation; here it is read once.
-            if fragment is not None and fragment.name.value not in seen:
-                seen.add(fragment.name.value)
-                yield from _named(fragment.selection_set.selections, name, fragments, seen)
 
 
 def _value(node: ValueNode, variables: Mapping[str, Any]) -> str | None:

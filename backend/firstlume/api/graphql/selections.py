@@ -7,10 +7,17 @@ argument, and asked by `organization` of a page of 20 runs it cost 4% of the req
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from graphql import FieldNode, FragmentSpreadNode, GraphQLResolveInfo, InlineFragmentNode, SelectionNode
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLResolveInfo,
+    InlineFragmentNode,
+    SelectionNode,
+)
 from strawberry.types import Info
 from strawberry.types.nodes import convert_arguments
 
@@ -31,18 +38,25 @@ def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
 def _subfields(raw: GraphQLResolveInfo[Any], name: str) -> Iterator[FieldNode]:
     for node in raw.field_nodes:
         if node.selection_set is not None:
-            yield from _named(raw, node.selection_set.selections, name)
+            yield from fields_named(node.selection_set.selections, name, raw.fragments)
 
 
-def _named(raw: GraphQLResolveInfo[Any], selections: Any, name: str) -> Iterator[FieldNode]:
+def fields_named(
+    selections: Any, name: str, fragments: Mapping[str, FragmentDefinitionNode], seen: set[str] | None = None
+) -> Iterator[FieldNode]:
+    """The fields `name` among `selections`, directly or through fragments. Each named fragment
+    is read once: a query is also read before it is validated (org_root.py), when a fragment may
+    still spread itself."""
+    seen = set() if seen is None else seen
     selection: SelectionNode
     for selection in selections:
         if isinstance(selection, FieldNode):
             if selection.name.value == name:
                 yield selection
         elif isinstance(selection, InlineFragmentNode):
-            yield from _named(raw, selection.selection_set.selections, name)
+            yield from fields_named(selection.selection_set.selections, name, fragments, seen)
         elif isinstance(selection, FragmentSpreadNode):
-            fragment = raw.fragments.get(selection.name.value)
-            if fragment is not None:
-                yield from _named(raw, fragment.selection_set.selections, name)
+            fragment = fragments.get(selection.name.value)
+            if fragment is not None and fragment.name.value not in seen:
+                seen.add(fragment.name.value)
+                yield from fields_named(fragment.selection_set.selections, name, fragments, seen)
