@@ -10,11 +10,10 @@ from strawberry.types import Info
 
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.org_root import OrgRoot
-from firstlume.db.models import Organization, Stack
 from firstlume.domain.errors import Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
-from firstlume.services.reads import ReadScope
+from firstlume.services.reads import Organization, ReadScope, Stack
 
 MISSING_TOKEN = "Send an API token: 'Authorization: Bearer <token>'."
 
