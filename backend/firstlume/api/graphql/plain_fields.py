@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from graphql import (
@@ -243,14 +244,11 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         is not in the schema, or schema middleware runs (the selection then takes graphql-core's
         path). Worked out once per selection of an operation: graphql-core collects a list's
         items' selection once, and per-event copies of a subscription's executor share it."""
-        try:
-            selections = self.__dict__["_plain_selections"]
-        except KeyError:
-            selections = self.__dict__["_plain_selections"] = {}
+        selections = self._plain_selections
         key = (id(parent_type), id(grouped_field_set))
         known = selections.get(key)
         if known is not None:
-            return known[1]  # type: ignore[no-any-return]
+            return known[1]
         middleware = self.middleware_manager
         entries: list[SelectedField] | None = None
         if middleware is None or not middleware.middlewares:
@@ -268,6 +266,13 @@ class PlainFieldsExecutor(StrawberryGraphQLCoreExecutionContext):
         # The set is kept with its entry, so that its id is not reused while the entry lives.
         selections[key] = (grouped_field_set, chosen)
         return chosen
+
+    @cached_property
+    def _plain_selections(
+        self,
+    ) -> dict[tuple[int, int], tuple[GroupedFieldSet, tuple[SelectedField, ...] | None]]:
+        # In the executor's __dict__: a subscription's per-event copies share it.
+        return {}
 
     async def _await_fields(self, results: dict[str, Any], awaitable_fields: list[str]) -> dict[str, Any]:
         # As graphql-core's execute_fields: one awaited alone, several together.

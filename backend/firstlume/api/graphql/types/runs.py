@@ -308,7 +308,6 @@ class Run:
     # return an awaitable only when a read is still needed (loaders.known_or_awaited says why).
     @strawberry.field(graphql_type=Annotated["Stack", strawberry.lazy("firstlume.api.graphql.types.catalog")])
     def stack(self) -> Stack | Awaitable[Stack]:
-
         row = known_or_awaited(self.loaders.stack, self.row.stack_id)
         if isinstance(row, StackRecord):
             return self._stack_object(row)
