@@ -142,3 +142,43 @@ def test_ordinary_stored_json_is_read_without_json(monkeypatch: pytest.MonkeyPat
         "serials": {".": 12},
         "x": [2.5, None],
     }
+
+
+# Request bodies (domain/json_input.py) take the same fast path, and read the same values as the
+# hooked `json` parse that names what it refuses.
+def _read_as_json_input_reads_it(text: str) -> None:
+    expected = json.loads(text)
+    for raw in (text, text.encode()):
+        assert json.dumps(json_input.loads(raw)) == json.dumps(expected)
+
+
+@pytest.mark.parametrize("text", [t for t in STORED_TEXTS if "NaN" not in t])
+def test_request_json_reads_as_json_reads_it(text: str) -> None:
+    _read_as_json_input_reads_it(text)
+
+
+@given(STORED_VALUES)
+@hypothesis_settings(max_examples=300, deadline=None)
+def test_any_request_json_reads_as_json_reads_it(value: Any) -> None:
+    text = json.dumps(value)
+    try:
+        json_input.loads(text)
+    except JsonRefused as refused:  # NaN and the infinities only, as before
+        assert any(word in str(refused) for word in ("NaN", "Infinity", "too large")), refused
+        return
+    _read_as_json_input_reads_it(text)
+
+
+def test_an_ordinary_request_body_is_read_without_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read by json")
+
+    monkeypatch.setattr(json_input, "json", SimpleNamespace(loads=refuse))
+    body = b'{"type": "plan", "variables": [{"name": "n", "value": [1, 2.5, null, "\\u00e9"]}]}'
+    assert json_input.loads(body) == {
+        "type": "plan",
+        "variables": [{"name": "n", "value": [1, 2.5, None, "é"]}],
+    }
+    # Still refused past the depth limit, which orjson's own (1,024) would let through.
+    with pytest.raises(JsonRefused, match="nested more than 64 levels"):
+        json_input.loads(b"[" * 65 + b"]" * 65)

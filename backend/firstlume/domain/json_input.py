@@ -9,6 +9,8 @@ import json
 import math
 from typing import Any
 
+from firstlume.domain.json_exact import NOT_EXACT, read_exactly
+
 # Far deeper than any request Firstlume takes (stack variables, settings, Terraform state), far
 # shallower than the interpreter's recursion limit that the parser and validators would hit.
 MAX_JSON_DEPTH = 64
@@ -31,6 +33,14 @@ def _finite_float(text: str) -> float:
 
 def loads(raw: bytes | str, *, what: str = "The request body") -> Any:
     """`raw` as a JSON value, or JsonRefused naming what is wrong with it."""
+    # Most documents: orjson, where it reads the value `json` would. It refuses all that is
+    # refused below (NaN, a number too large for a float, invalid UTF-8, nesting past its own
+    # limit), so what it refuses goes the slow way, which names the fault.
+    value = read_exactly(raw)
+    if value is not NOT_EXACT:
+        if text_depth_exceeds(raw.encode("utf-8") if isinstance(raw, str) else raw, MAX_JSON_DEPTH):
+            raise JsonRefused(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep.")
+        return value
     if isinstance(raw, bytes):
         text = raw
         try:
