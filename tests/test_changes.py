@@ -596,3 +596,66 @@ def test_a_masked_value_is_told_changed_exactly_when_its_digest_changes(before: 
 def test_a_masked_value_of_another_json_type_is_changed_even_when_python_calls_it_equal() -> None:
     assert not _same_secret(1, 1.0) and not _same_secret(True, 1) and not _same_secret("1", 1)
     assert _same_secret("pw", "pw") and not _same_secret("pw", "pw2")
+
+
+# Unmarked attributes are searched for secrets all at once: the same as one at a time -----------
+
+_LEAVES = st.sampled_from(["s3cret", "a-hunter22-b", "(sensitive)", "plain", "", 4242, 4242.0, 7, True, None])
+_ATTRIBUTE_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["k", "s3cret", "m"]), inner, max_size=2)
+    ),
+    max_leaves=5,
+)
+_MARKS = st.sampled_from([None, None, None, {}, [{}], False, True])
+_UNKNOWN_MARKS = st.sampled_from([None, None, {}, [{}], False, True, [False, False, True]])
+_ATTRIBUTES = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d", "e", "f"]),
+    st.tuples(_ATTRIBUTE_VALUES, _ATTRIBUTE_VALUES, _MARKS, _MARKS, _UNKNOWN_MARKS),
+    min_size=1,
+)
+
+
+def _resource(address: str, attributes: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+    def marks(index: int) -> dict[str, Any]:
+        return {name: parts[index] for name, parts in attributes.items() if parts[index] is not None}
+
+    return _rc(
+        address,
+        ["update"],
+        before={name: parts[0] for name, parts in attributes.items()},
+        after={name: parts[1] for name, parts in attributes.items()},
+        before_sensitive=marks(2),
+        after_sensitive=marks(3),
+        after_unknown=marks(4),
+    )
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(attributes=_ATTRIBUTES)
+def test_a_resources_attributes_show_as_each_would_alone(attributes: dict[str, tuple[Any, ...]]) -> None:
+    # Known secrets (exact, numeric, inside a longer string) and "(sensitive)" text among clean
+    # values: a resource with all the attributes shows each as a resource with only that one does.
+    plan: dict[str, Any] = {
+        "variables": {"pw": {"value": "hunter22"}},
+        "configuration": {"root_module": {"variables": {"pw": {"sensitive": True}}}},
+    }
+    secrets = ["s3cret", 4242]
+    together = changes_from_plan(
+        {"resource_changes": [_resource("x_y.all", attributes)], **plan}, secrets=secrets
+    )
+    alone = changes_from_plan(
+        {
+            "resource_changes": [
+                _resource("x_y.all", attributes),  # the same secrets are collected from the marks
+                *(_resource(f"x_y.{name}", {name: parts}) for name, parts in sorted(attributes.items())),
+            ],
+            **plan,
+        },
+        secrets=secrets,
+    )
+    assert together[0].attributes == tuple(a for change in alone[1:] for a in change.attributes)
+    shown = _dump(together)
+    assert "s3cret" not in shown.replace('"s3cret":', "") and "hunter22" not in shown and "4242" not in shown
