@@ -226,38 +226,34 @@ def _attribute_changes(
     for name in sorted(names):
         raw_b = before_obj.get(name)
         raw_a = after_obj.get(name)
-        if name not in marked_names:
-            forced = name in forcing
-            if forced or raw_b != raw_a or type(raw_b) is not type(raw_a):
-                attribute = AttributeChange(name, raw_b, raw_a, forced)
-                unmarked.append(attribute)
-                unmarked_values.append(raw_b)
-                unmarked_values.append(raw_a)
-                out.append(attribute)
-            continue
-        bs = True if b_marks is True else b_marks.get(name) if b_marks else None
-        as_ = True if a_marks is True else a_marks.get(name) if a_marks else None
-        au = True if u_marks is True else u_marks.get(name) if u_marks else None
         forced = name in forcing
-        # Cheapest tests first, and the marks' walks only where there are marks: most
-        # attributes of most resources have none.
-        changed = (
-            forced
-            or raw_b != raw_a
-            or type(raw_b) is not type(raw_a)
-            or (au is not None and (au is True or (bool(au) and _any_true(au))))
-            or (both_sides and (bs is not None or as_ is not None) and _prune(bs) != _prune(as_))
-        )
+        if name in marked_names:
+            bs = True if b_marks is True else b_marks.get(name) if b_marks else None
+            as_ = True if a_marks is True else a_marks.get(name) if a_marks else None
+            au = True if u_marks is True else u_marks.get(name) if u_marks else None
+            # Cheapest tests first, and the marks' walks only where there are marks.
+            changed = (
+                forced
+                or raw_b != raw_a
+                or type(raw_b) is not type(raw_a)
+                or (au is not None and (au is True or (bool(au) and _any_true(au))))
+                or (both_sides and (bs is not None or as_ is not None) and _prune(bs) != _prune(as_))
+            )
+            # Marks that mark nothing (Terraform writes `{}`, `false` and `[{}, {}]` for most
+            # values) show the value as if unmarked, as `mask` shows it.
+            as_if_unmarked = (
+                (not bs or not _any_true(bs))
+                and (not as_ or not _any_true(as_))
+                and (not au or not _any_true(au))
+                and not (type(au) is list and type(raw_a) is list and len(au) > len(raw_a))
+            )
+        else:
+            bs = as_ = au = None
+            changed = forced or raw_b != raw_a or type(raw_b) is not type(raw_a)
+            as_if_unmarked = True
         if not changed:
             continue
-        if (
-            (not bs or not _any_true(bs))
-            and (not as_ or not _any_true(as_))
-            and (not au or not _any_true(au))
-            and not (type(au) is list and type(raw_a) is list and len(au) > len(raw_a))
-        ):
-            # No marks, or marks that mark nothing (Terraform writes `{}`, `false` and `[{}, {}]`
-            # for most values): shown as if unmarked, as `mask` shows them.
+        if as_if_unmarked:
             attribute = AttributeChange(name, raw_b, raw_a, forced)
             unmarked.append(attribute)
             unmarked_values.append(raw_b)
