@@ -216,13 +216,11 @@ def _attribute_changes(
         marked_names = names
     else:
         marked_names = {k for marks in (b_marks, a_marks, u_marks) if marks for k, v in marks.items() if v}
-    mask = scrub.mask
     out: list[AttributeChange] = []
     # Attributes with no marks on either side (most of them) are shown as they are unless they
     # hold a known secret: their values are searched all at once after the loop, and only if
-    # one does are they masked one by one (_mask_unmarked).
+    # one does are they masked one by one.
     unmarked: list[AttributeChange] = []
-    unmarked_values: list[Any] = []
     for name in sorted(names):
         raw_b = before_obj.get(name)
         raw_a = after_obj.get(name)
@@ -239,53 +237,44 @@ def _attribute_changes(
                 or (au is not None and (au is True or (bool(au) and _any_true(au))))
                 or (both_sides and (bs is not None or as_ is not None) and _prune(bs) != _prune(as_))
             )
-            # Marks that mark nothing (Terraform writes `{}`, `false` and `[{}, {}]` for most
-            # values) show the value as if unmarked, as `mask` shows it.
-            as_if_unmarked = (
-                (not bs or not _any_true(bs))
-                and (not as_ or not _any_true(as_))
-                and (not au or not _any_true(au))
-                and not (type(au) is list and type(raw_a) is list and len(au) > len(raw_a))
-            )
         else:
             bs = as_ = au = None
             changed = forced or raw_b != raw_a or type(raw_b) is not type(raw_a)
-            as_if_unmarked = True
         if not changed:
             continue
-        if as_if_unmarked:
+        if (
+            (not bs or not _any_true(bs))
+            and (not as_ or not _any_true(as_))
+            and (not au or not _any_true(au))
+            and not (type(au) is list and type(raw_a) is list and len(au) > len(raw_a))
+        ):
+            # No marks, or marks that mark nothing (Terraform writes `{}`, `false` and `[{}, {}]`
+            # for most values): shown as if unmarked, as `mask` shows them.
             attribute = AttributeChange(name, raw_b, raw_a, forced)
             unmarked.append(attribute)
-            unmarked_values.append(raw_b)
-            unmarked_values.append(raw_a)
             out.append(attribute)
             continue
-        masked = scrub.masked
-        shown_b = scrub.plain(raw_b) if bs is None else mask(raw_b, bs, None)
-        before_masked = scrub.masked != masked
-        masked = scrub.masked
-        shown_a = scrub.plain(raw_a) if as_ is None and au is None else mask(raw_a, as_, au)
-        if before_masked and scrub.masked != masked:
-            # Only where both sides show "(sensitive)" is there a change to tell.
-            shown_a = _flag_changed_secrets(shown_b, shown_a, raw_b, raw_a)
+        shown_b, shown_a = _shown_sides(scrub, raw_b, raw_a, bs, as_, au)
         out.append(AttributeChange(name, shown_b, shown_a, forced))
-    if unmarked and not scrub.shows_nothing_secret(unmarked_values):
-        _mask_unmarked(unmarked, scrub)
+    if unmarked and not scrub.shows_nothing_secret([side for a in unmarked for side in (a.before, a.after)]):
+        for attribute in unmarked:
+            attribute.before, attribute.after = _shown_sides(scrub, attribute.before, attribute.after)
     return tuple(out)
 
 
-def _mask_unmarked(attributes: list[AttributeChange], scrub: _Scrubber) -> None:
-    """Masks, in place, the known secrets in attributes that hold their raw values and have no
-    marks, as the marked ones are masked (a secret on both sides is told changed or not)."""
-    for attribute in attributes:
-        raw_b, raw_a = attribute.before, attribute.after
-        masked = scrub.masked
-        attribute.before = scrub.plain(raw_b)
-        before_masked = scrub.masked != masked
-        masked = scrub.masked
-        attribute.after = scrub.plain(raw_a)
-        if before_masked and scrub.masked != masked:
-            attribute.after = _flag_changed_secrets(attribute.before, attribute.after, raw_b, raw_a)
+def _shown_sides(
+    scrub: _Scrubber, raw_b: Any, raw_a: Any, bs: Any = None, as_: Any = None, au: Any = None
+) -> tuple[Any, Any]:
+    """An attribute's two sides as shown, masked by their marks (none: only the known secrets
+    are masked); where both sides show "(sensitive)", whether the value changed is told."""
+    masked = scrub.masked
+    shown_b = scrub.plain(raw_b) if bs is None else scrub.mask(raw_b, bs, None)
+    before_masked = scrub.masked != masked
+    masked = scrub.masked
+    shown_a = scrub.plain(raw_a) if as_ is None and au is None else scrub.mask(raw_a, as_, au)
+    if before_masked and scrub.masked != masked:
+        shown_a = _flag_changed_secrets(shown_b, shown_a, raw_b, raw_a)
+    return shown_b, shown_a
 
 
 def _children(marks: Any) -> Any:
