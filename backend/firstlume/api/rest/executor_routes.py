@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from firstlume import metrics
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
+from firstlume.collector import young_collections_deferred
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
@@ -124,10 +125,16 @@ async def reports(request: Request) -> Response:
 
 @endpoint
 async def upload_plan(request: Request) -> Response:
-    ctx = context_of(request)
-    async with phase_report(request, protocol.PlanUpload) as (unit, run, token, report):
-        result = await execution.store_plan(ctx, unit, run, token, report)
+    # The plan and its changes are freed as `_record_plan` returns, before collections resume:
+    # they are then not walked at all (collector.py).
+    with young_collections_deferred():
+        result = await _record_plan(request)
     return model_response(result)
+
+
+async def _record_plan(request: Request) -> protocol.PlanRecorded:
+    async with phase_report(request, protocol.PlanUpload) as (unit, run, token, report):
+        return await execution.store_plan(context_of(request), unit, run, token, report)
 
 
 @endpoint
