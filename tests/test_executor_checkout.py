@@ -83,11 +83,20 @@ def test_plan_checkout_fails_clearly_when_the_branch_does_not_exist(tmp_path: Pa
         checkout(url, tmp_path / "work", branch="release")
 
 
-def test_checkout_of_a_missing_repository_names_it(tmp_path: Path) -> None:
+# A plan checks out a branch's tip (a clone); an apply one commit (a fetch, then that commit's tree).
+BY_BRANCH_OR_COMMIT = pytest.mark.parametrize("by_commit", [False, True], ids=["branch", "commit"])
+
+
+def where(by_commit: bool, sha: str = "a" * 40) -> dict[str, str]:
+    return {"sha": sha} if by_commit else {"branch": "main"}
+
+
+@BY_BRANCH_OR_COMMIT
+def test_checkout_of_a_missing_repository_names_it(tmp_path: Path, by_commit: bool) -> None:
     url = (tmp_path / "nowhere").as_uri()
 
     with pytest.raises(CheckoutError, match=f"cannot clone {url}"):
-        checkout(url, tmp_path / "work", branch="main")
+        checkout(url, tmp_path / "work", **where(by_commit))
 
 
 @pytest.mark.parametrize(
@@ -148,34 +157,39 @@ def private_repo(tmp_path: Path) -> Iterator[tuple[GitHttpServer, str, str]]:
         yield server, server.url("infra"), sha
 
 
+@BY_BRANCH_OR_COMMIT
 def test_private_repository_is_cloned_with_the_https_token(
-    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path, by_commit: bool
 ) -> None:
     server, url, sha = private_repo
 
-    commit = checkout(url, tmp_path / "work", branch="main", auth=GitAuth(https_token="ghp_right_token"))
+    commit = checkout(
+        url, tmp_path / "work", **where(by_commit, sha), auth=GitAuth(https_token="ghp_right_token")
+    )
 
     assert commit.sha == sha
     assert server.expected_authorization in server.authorizations
     assert (tmp_path / "work" / "main.tf").exists()
 
 
+@BY_BRANCH_OR_COMMIT
 def test_wrong_https_token_fails_without_revealing_it(
-    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path, by_commit: bool
 ) -> None:
-    _, url, _ = private_repo
+    _, url, sha = private_repo
 
     with pytest.raises(CheckoutError) as failure:
-        checkout(url, tmp_path / "work", branch="main", auth=GitAuth(https_token="ghp_wrong_token"))
+        checkout(url, tmp_path / "work", **where(by_commit, sha), auth=GitAuth(https_token="ghp_wrong_token"))
 
     assert "refused the credentials" in str(failure.value)
     assert "ghp_wrong_token" not in str(failure.value)
 
 
+@BY_BRANCH_OR_COMMIT
 def test_private_repository_without_credentials_fails_clearly(
-    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path
+    private_repo: tuple[GitHttpServer, str, str], tmp_path: Path, by_commit: bool
 ) -> None:
-    _, url, _ = private_repo
+    _, url, sha = private_repo
 
     with pytest.raises(CheckoutError, match="asks for credentials"):
-        checkout(url, tmp_path / "work", branch="main")
+        checkout(url, tmp_path / "work", **where(by_commit, sha))

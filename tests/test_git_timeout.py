@@ -47,10 +47,14 @@ def silent_git() -> Iterator[str]:
     listener.close()
 
 
-def test_checkout_gives_up_on_a_server_that_never_answers(silent_git: str, tmp_path: Path) -> None:
+# A plan clones a branch; an apply fetches, then checks out one commit.
+@pytest.mark.parametrize("where", [{"branch": "main"}, {"sha": "a" * 40}], ids=["branch", "commit"])
+def test_checkout_gives_up_on_a_server_that_never_answers(
+    silent_git: str, tmp_path: Path, where: dict[str, str]
+) -> None:
     started = time.monotonic()
     with pytest.raises(CheckoutError) as refused:
-        checkout(silent_git, tmp_path / "checkout", branch="main", timeout=1.5)
+        checkout(silent_git, tmp_path / "checkout", **where, timeout=1.5)
     elapsed = time.monotonic() - started
     assert "checkout: cloning http://127.0.0.1" in str(refused.value)
     assert "no answer within 1.5 seconds (FIRSTLUME_GIT_TIMEOUT)" in str(refused.value)

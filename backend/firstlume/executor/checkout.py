@@ -138,9 +138,10 @@ def checkout(
     callbacks = _Callbacks(auth or GitAuth(), time.monotonic() + OVERALL_FACTOR * timeout, f"cloning {where}")
     callbacks.overall = OVERALL_FACTOR * timeout
     try:
-        repo = pygit2.clone_repository(
-            repository, str(dest), checkout_branch=None if sha else branch, callbacks=callbacks
-        )
+        if sha:
+            repo = _fetched(repository, dest, callbacks)
+        else:
+            repo = pygit2.clone_repository(repository, str(dest), checkout_branch=branch, callbacks=callbacks)
     except CheckoutError as exc:
         if str(exc).startswith("checkout: "):
             raise
@@ -171,6 +172,15 @@ def checkout(
         message=(commit.message.strip().splitlines() or [""])[0].strip(),
         url=commit_url(repository, str(commit.id)),
     )
+
+
+def _fetched(repository: str, dest: Path, callbacks: _Callbacks) -> pygit2.Repository:
+    """A clone without its working tree: the commit asked for is written once, where a clone
+    would first write the default branch's tree and then the commit's over it."""
+    repo = pygit2.init_repository(str(dest))
+    repo.remotes.create("origin", repository)
+    repo.remotes["origin"].fetch(callbacks=callbacks)
+    return repo
 
 
 def _network_timeouts(timeout: float) -> None:
