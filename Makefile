@@ -54,8 +54,8 @@ protocol-doc: install
 	$(BIN)/python -m firstlume.protocol.doc docs/executor-protocol.md
 
 bench: install
-	$(BIN)/python bench/bench_apply.py postgresql
-	$(BIN)/python bench/bench_apply.py sqlite
+	$(BIN)/python bench/bench_apply.py postgresql --repeat=5
+	$(BIN)/python bench/bench_apply.py sqlite --repeat=5
 	$(BIN)/python bench/bench_changes.py
 	$(BIN)/python bench/bench_reads.py postgresql
 	$(BIN)/python bench/bench_logs.py

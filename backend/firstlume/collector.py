@@ -1,12 +1,13 @@
-"""Young-generation collections held off while a large plan is read and worked through.
+"""Young-generation collections held off while an uploaded plan is read and worked through.
 
-Reading a plan of 10,000 resources makes about 400,000 dicts and lists, and working out its
-changes as many objects again, all alive until the answer. At the served collector settings
+Reading a plan of 10,000 resources and working out its changes makes some 400,000 objects that
+the collector tracks, alive until the answer. At the served collector settings
 (cli.collect_as_served) a young collection runs every 100,000 new objects and walks every young
 object still alive: measured in the served bench, four such collections took 31 to 54 ms of each
-upload, and found nothing to free. While a deferral is held the threshold is high enough that
-none runs; the plan's objects are freed by their reference counts when the upload is done (so the
-deferral must end after they are dropped), and collections go on at the served pace.
+upload, walking objects the upload was still using. While a deferral is held the threshold is
+high enough that none runs; the plan's objects are freed by their reference counts when the
+upload is done (so the deferral must end after they are dropped), and collections go on at the
+served pace.
 
 Deferrals may overlap (two uploads at once): the threshold comes back when the last one ends.
 A young collection still runs past DEFERRED_THRESHOLD objects alive (enough for a plan of some
