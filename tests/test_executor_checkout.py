@@ -18,7 +18,7 @@ from firstlume.executor.checkout import (
     display_url,
 )
 from support.git_http import GitHttpServer
-from support.git_repos import commit_files, make_repo
+from support.git_repos import BY_BRANCH_OR_COMMIT, checkout_of, commit_files, make_repo
 
 MAIN_TF = 'resource "terraform_data" "a" {}\n'
 
@@ -83,20 +83,12 @@ def test_plan_checkout_fails_clearly_when_the_branch_does_not_exist(tmp_path: Pa
         checkout(url, tmp_path / "work", branch="release")
 
 
-# A plan checks out a branch's tip (a clone); an apply one commit (a fetch, then that commit's tree).
-BY_BRANCH_OR_COMMIT = pytest.mark.parametrize("by_commit", [False, True], ids=["branch", "commit"])
-
-
-def where(by_commit: bool, sha: str = "a" * 40) -> dict[str, str]:
-    return {"sha": sha} if by_commit else {"branch": "main"}
-
-
 @BY_BRANCH_OR_COMMIT
 def test_checkout_of_a_missing_repository_names_it(tmp_path: Path, by_commit: bool) -> None:
     url = (tmp_path / "nowhere").as_uri()
 
     with pytest.raises(CheckoutError, match=f"cannot clone {url}"):
-        checkout(url, tmp_path / "work", **where(by_commit))
+        checkout(url, tmp_path / "work", **checkout_of(by_commit))
 
 
 @pytest.mark.parametrize(
@@ -164,7 +156,7 @@ def test_private_repository_is_cloned_with_the_https_token(
     server, url, sha = private_repo
 
     commit = checkout(
-        url, tmp_path / "work", **where(by_commit, sha), auth=GitAuth(https_token="ghp_right_token")
+        url, tmp_path / "work", **checkout_of(by_commit, sha), auth=GitAuth(https_token="ghp_right_token")
     )
 
     assert commit.sha == sha
@@ -179,7 +171,9 @@ def test_wrong_https_token_fails_without_revealing_it(
     _, url, sha = private_repo
 
     with pytest.raises(CheckoutError) as failure:
-        checkout(url, tmp_path / "work", **where(by_commit, sha), auth=GitAuth(https_token="ghp_wrong_token"))
+        checkout(
+            url, tmp_path / "work", **checkout_of(by_commit, sha), auth=GitAuth(https_token="ghp_wrong_token")
+        )
 
     assert "refused the credentials" in str(failure.value)
     assert "ghp_wrong_token" not in str(failure.value)
@@ -192,4 +186,4 @@ def test_private_repository_without_credentials_fails_clearly(
     _, url, sha = private_repo
 
     with pytest.raises(CheckoutError, match="asks for credentials"):
-        checkout(url, tmp_path / "work", **where(by_commit, sha))
+        checkout(url, tmp_path / "work", **checkout_of(by_commit, sha))

@@ -15,6 +15,7 @@ import pytest
 from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.executor.checkout import CheckoutError, checkout
 from support.e2e import Api
+from support.git_repos import BY_BRANCH_OR_COMMIT, checkout_of
 
 
 @pytest.fixture
@@ -47,14 +48,13 @@ def silent_git() -> Iterator[str]:
     listener.close()
 
 
-# A plan clones a branch; an apply fetches, then checks out one commit.
-@pytest.mark.parametrize("where", [{"branch": "main"}, {"sha": "a" * 40}], ids=["branch", "commit"])
+@BY_BRANCH_OR_COMMIT
 def test_checkout_gives_up_on_a_server_that_never_answers(
-    silent_git: str, tmp_path: Path, where: dict[str, str]
+    silent_git: str, tmp_path: Path, by_commit: bool
 ) -> None:
     started = time.monotonic()
     with pytest.raises(CheckoutError) as refused:
-        checkout(silent_git, tmp_path / "checkout", **where, timeout=1.5)
+        checkout(silent_git, tmp_path / "checkout", **checkout_of(by_commit), timeout=1.5)
     elapsed = time.monotonic() - started
     assert "checkout: cloning http://127.0.0.1" in str(refused.value)
     assert "no answer within 1.5 seconds (FIRSTLUME_GIT_TIMEOUT)" in str(refused.value)

@@ -12,8 +12,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pygit2
+import pytest
 
 DEFAULT_AUTHOR = ("Ada Lovelace", "ada@example.com")
+
+# What `checkout` is asked for: a plan takes a branch's tip (a clone), an apply one commit (a
+# fetch, then that commit's tree). Tests of both take `by_commit` and pass `**checkout_of(...)`.
+BY_BRANCH_OR_COMMIT = pytest.mark.parametrize("by_commit", [False, True], ids=["branch", "commit"])
+
+
+def checkout_of(by_commit: bool, sha: str = "a" * 40) -> dict[str, str]:
+    """`checkout`'s keyword for the branch `main`, or for commit `sha` (any, if it need not exist)."""
+    return {"sha": sha} if by_commit else {"branch": "main"}
 
 
 def make_repo(
