@@ -20,6 +20,7 @@ from firstlume.db.models import Run as Run  # the row type callers of this modul
 from firstlume.db.models import RunStep, Stack, User
 from firstlume.domain.changes import Summary
 from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, TriggerKind
+from firstlume.services.reads.rows import column_rows
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -180,12 +181,11 @@ async def stack_runs(
             # number) index, with no ranking of the stack's whole history.
             [stack_id] = stack_ids
             counting = (stack_id, run_filter) in counted
-            rows = (
-                await session.execute(
-                    _one_stack_page(run_filter, before is not None, counting),
-                    {"stack_id": stack_id, "before": before, "limit": limit},
-                )
-            ).all()
+            rows = await column_rows(
+                session,
+                _one_stack_page(run_filter, before is not None, counting),
+                {"stack_id": stack_id, "before": before, "limit": limit},
+            )
             runs = _records(rows)
             if extras is not None:
                 for run, (email, position, *_) in zip(runs, (row[_COLUMNS:] for row in rows), strict=True):
@@ -204,13 +204,14 @@ async def stack_runs(
         if before is not None:
             ranked = ranked.where(Run.number < before)
         page = ranked.subquery()
-        ranked_rows = await session.execute(
+        ranked_rows = await column_rows(
+            session,
             select(_RUNS)
             .join(page, page.c.id == _RUNS.c.id)
             .where(page.c.rank <= limit)
-            .order_by(_RUNS.c.stack_id, _RUNS.c.number.desc())
+            .order_by(_RUNS.c.stack_id, _RUNS.c.number.desc()),
         )
-        records = _records(ranked_rows.all())
+        records = _records(ranked_rows)
         for stack_id, group in zip(stack_ids, _grouped(records, "stack_id", stack_ids), strict=True):
             found[(stack_id, limit, before, run_filter)] = group
     return [found[(key.stack_id, key.limit, key.before, key.filter)] for key in keys]
@@ -254,7 +255,7 @@ async def stack_run_counts(
     session: AsyncSession, stack_ids: Sequence[str], run_filter: RunFilter | None = None
 ) -> list[int]:
     query = _run_counts(run_filter or RunFilter())
-    counts = dict((await session.execute(query, {"ids": sorted(set(stack_ids))})).all())
+    counts = dict(await column_rows(session, query, {"ids": sorted(set(stack_ids))}))
     return [int(counts.get(i, 0)) for i in stack_ids]
 
 
@@ -284,7 +285,7 @@ _EMAILS = select(User.id, User.email).where(User.id.in_(bindparam("ids", expandi
 
 
 async def emails(session: AsyncSession, user_ids: Sequence[str]) -> list[str | None]:
-    found = dict((await session.execute(_EMAILS, {"ids": sorted(set(user_ids))})).all())
+    found = dict(await column_rows(session, _EMAILS, {"ids": sorted(set(user_ids))}))
     return [found.get(i) for i in user_ids]
 
 
@@ -309,7 +310,7 @@ async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[st
     queued = [r.id for r in runs if r.status == QUEUED]
     if not queued:
         return {}
-    rows = await session.execute(_QUEUE_POSITIONS, {"ids": queued})
+    rows = await column_rows(session, _QUEUE_POSITIONS, {"ids": queued})
     return {run_id: int(position) for run_id, position in rows}
 
 
@@ -384,7 +385,7 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
     statement: a GET of a run."""
     if not isinstance(run_id, str) or len(run_id) > 64:
         return None
-    rows = (await session.execute(_DETAILS, {"run_id": run_id, "org_id": org_id})).all()
+    rows = await column_rows(session, _DETAILS, {"run_id": run_id, "org_id": org_id})
     if not rows:
         return None
     [run] = _records(rows[:1])
