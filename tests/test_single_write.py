@@ -135,6 +135,28 @@ async def test_the_start_route_sends_neither_begin_nor_commit(
     ], sent
 
 
+async def test_the_start_mutation_sends_neither_begin_nor_commit(
+    app: Starlette, client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    mutation = 'mutation { startRun(org: "acme", stack: "net", type: PLAN) { ... on Run { id number } } }'
+    db: Database = app.state.ctx.db
+    assert (await client.get("/api/v1/orgs", headers=tenant.headers)).status_code == 200
+    with simple_queries(db) as sent:
+        started = await client.post("/graphql", json={"query": mutation}, headers=tenant.headers)
+    assert started.status_code == 200, started.text
+    assert started.json()["data"]["startRun"]["number"] == 1, started.text
+    assert not [q for q in sent if q.startswith(("BEGIN", "COMMIT"))], sent
+    async with ctx.db.read() as session:
+        entry = await session.scalar(
+            select(AuditEntry).where(
+                AuditEntry.target == f"run:{started.json()['data']['startRun']['id']}",
+                AuditEntry.action == AuditAction.RUN_START,
+            )
+        )
+    assert entry is not None and entry.details["number"] == 1
+
+
 async def test_a_single_write_unit_refuses_any_other_write_before_it_runs(
     ctx: Context, tenant: Tenant
 ) -> None:
