@@ -111,50 +111,49 @@ def simple_queries(db: Database) -> Iterator[list[str]]:
             connection.remove_query_logger(logger)
 
 
-async def test_the_start_route_sends_neither_begin_nor_commit(
-    app: Starlette, client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+START_MUTATION = 'mutation { startRun(org: "acme", stack: "net", type: PLAN) { ... on Run { id number } } }'
+
+
+async def _start(client: httpx.AsyncClient, tenant: Tenant, via: str) -> dict[str, Any]:
+    """Starts a plan of the stack `net` over REST or GraphQL: the run's id and number."""
+    if via == "rest":
+        started = await client.post(
+            "/api/v1/orgs/acme/stacks/net/runs", json={"type": "plan"}, headers=tenant.headers
+        )
+        assert started.status_code == 201, started.text
+        return dict(started.json())
+    started = await client.post("/graphql", json={"query": START_MUTATION}, headers=tenant.headers)
+    assert started.status_code == 200, started.text
+    return dict(started.json()["data"]["startRun"])
+
+
+@pytest.mark.parametrize("via", ["rest", "graphql"])
+async def test_a_start_sends_neither_begin_nor_commit(
+    app: Starlette, client: httpx.AsyncClient, ctx: Context, tenant: Tenant, via: str
 ) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
-    url = "/api/v1/orgs/acme/stacks/net/runs"
     db: Database = app.state.ctx.db
     # The token's first use is recorded in a transaction of its own (services/access/tokens.py).
     assert (await client.get("/api/v1/orgs", headers=tenant.headers)).status_code == 200
     with simple_queries(db) as sent:
-        started = await client.post(url, json={"type": "plan"}, headers=tenant.headers)
-    assert started.status_code == 201 and started.json()["number"] == 1, started.text
+        run = await _start(client, tenant, via)
+    assert run["number"] == 1, run
     assert not [q for q in sent if q.startswith(("BEGIN", "COMMIT"))], sent
+    async with ctx.db.read() as session:
+        entry = await session.scalar(
+            select(AuditEntry).where(
+                AuditEntry.target == f"run:{run['id']}", AuditEntry.action == AuditAction.RUN_START
+            )
+        )
+    assert entry is not None and entry.details["number"] == 1
     # The log sees transactions where there are: a cancel is one.
     with simple_queries(db) as sent:
-        canceled = await client.post(
-            f"/api/v1/orgs/acme/runs/{started.json()['id']}/cancel", headers=tenant.headers
-        )
+        canceled = await client.post(f"/api/v1/orgs/acme/runs/{run['id']}/cancel", headers=tenant.headers)
     assert canceled.status_code == 200, canceled.text
     assert [q.split()[0].rstrip(";") for q in sent if q.startswith(("BEGIN", "COMMIT"))] == [
         "BEGIN",
         "COMMIT",
     ], sent
-
-
-async def test_the_start_mutation_sends_neither_begin_nor_commit(
-    app: Starlette, client: httpx.AsyncClient, ctx: Context, tenant: Tenant
-) -> None:
-    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
-    mutation = 'mutation { startRun(org: "acme", stack: "net", type: PLAN) { ... on Run { id number } } }'
-    db: Database = app.state.ctx.db
-    assert (await client.get("/api/v1/orgs", headers=tenant.headers)).status_code == 200
-    with simple_queries(db) as sent:
-        started = await client.post("/graphql", json={"query": mutation}, headers=tenant.headers)
-    assert started.status_code == 200, started.text
-    assert started.json()["data"]["startRun"]["number"] == 1, started.text
-    assert not [q for q in sent if q.startswith(("BEGIN", "COMMIT"))], sent
-    async with ctx.db.read() as session:
-        entry = await session.scalar(
-            select(AuditEntry).where(
-                AuditEntry.target == f"run:{started.json()['data']['startRun']['id']}",
-                AuditEntry.action == AuditAction.RUN_START,
-            )
-        )
-    assert entry is not None and entry.details["number"] == 1
 
 
 async def test_a_single_write_unit_refuses_any_other_write_before_it_runs(
