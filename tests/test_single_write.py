@@ -55,6 +55,17 @@ async def _written(ctx: Context) -> tuple[int, int, int]:
     return counts[0] or 0, counts[1] or 0, counts[2] or 0
 
 
+async def _numbered_in_audit(ctx: Context, run_id: str) -> int | None:
+    """The run number its start's audit entry records (None without an entry)."""
+    async with ctx.db.read() as session:
+        entry = await session.scalar(
+            select(AuditEntry).where(
+                AuditEntry.target == f"run:{run_id}", AuditEntry.action == AuditAction.RUN_START
+            )
+        )
+    return None if entry is None else int(entry.details["number"])
+
+
 async def test_a_start_ends_its_hold_on_the_stack_with_its_statement(ctx: Context, tenant: Tenant) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     before = await _written(ctx)
@@ -76,13 +87,7 @@ async def test_a_start_ends_its_hold_on_the_stack_with_its_statement(ctx: Contex
         assert await _written(ctx) == (runs_before + 2, events_before + 2, entries_before + 2)
     assert (first.number, second.number) == (1, 2)
     assert unit.queue_positions == {second.id: 2}
-    async with ctx.db.read() as session:
-        entry = await session.scalar(
-            select(AuditEntry).where(
-                AuditEntry.target == f"run:{second.id}", AuditEntry.action == AuditAction.RUN_START
-            )
-        )
-    assert entry is not None and entry.details["number"] == 2
+    assert await _numbered_in_audit(ctx, second.id) == 2
 
 
 @contextmanager
@@ -139,13 +144,7 @@ async def test_a_start_sends_neither_begin_nor_commit(
         run = await _start(client, tenant, via)
     assert run["number"] == 1, run
     assert not [q for q in sent if q.startswith(("BEGIN", "COMMIT"))], sent
-    async with ctx.db.read() as session:
-        entry = await session.scalar(
-            select(AuditEntry).where(
-                AuditEntry.target == f"run:{run['id']}", AuditEntry.action == AuditAction.RUN_START
-            )
-        )
-    assert entry is not None and entry.details["number"] == 1
+    assert await _numbered_in_audit(ctx, run["id"]) == 1
     # The log sees transactions where there are: a cancel is one.
     with simple_queries(db) as sent:
         canceled = await client.post(f"/api/v1/orgs/acme/runs/{run['id']}/cancel", headers=tenant.headers)
