@@ -162,3 +162,54 @@ async def test_a_pass_woken_by_a_change_claims_only_the_kind_it_can_make_startab
         assert claims == ["applies", "plans"]
     finally:
         await scheduler.stop()
+
+
+async def test_the_event_of_a_change_this_process_passed_for_starts_no_second_pass(
+    ctx: Context, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A change this process commits wakes its scheduler at once; the same change's event comes
+    # back later through the relay and the broker, and would start a pass that finds nothing.
+    ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": 3600.0})
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    seen = Seen()
+    claims: list[str] = []
+    claim_plans, claim_applies = dispatch.claim_plans, dispatch.claim_applies
+
+    def counted(kind: str, claim: Callable[[Context], Any]) -> Callable[[Context], Any]:
+        async def claiming(ctx: Context) -> list[PhaseLaunch]:
+            await seen.note(lambda: claims.append(kind))
+            return list(await claim(ctx))
+
+        return claiming
+
+    monkeypatch.setattr(dispatch, "claim_plans", counted("plans", claim_plans))
+    monkeypatch.setattr(dispatch, "claim_applies", counted("applies", claim_applies))
+    scheduler = Scheduler(ctx, Watched(seen))  # type: ignore[arg-type]
+    ctx.wake_scheduler = scheduler.wake
+    await scheduler.start()
+    try:
+        await seen.until(lambda: seen.health_checks == 1)
+        claims.clear()
+        run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+        await seen.until(lambda: seen.launched == [run_id])
+        assert claims == ["plans"]  # the wake at commit
+        claims.clear()
+        # The start's own event, heard back, then another replica's approval (applies only): a
+        # pass for the echo would claim plans, in that pass or one of its own.
+        scheduler.notice(RunStatusChanged(run_id=run_id, org_id="o", status="queued"))
+        scheduler.notice(
+            RunStatusChanged(run_id="r", org_id="o", status="apply_queued", from_status="awaiting_approval")
+        )
+        await seen.until(lambda: claims == ["applies"])
+        scheduler.wake(frozenset({"applies"}))  # a pass after: everything before it has claimed
+        await seen.until(lambda: len(claims) == 2)
+        assert claims == ["applies", "applies"]
+        # A change this process did not pass for (another replica's run queued) still wakes one,
+        # and so does the echo heard a second time (delivery is at least once).
+        claims.clear()
+        scheduler.notice(RunStatusChanged(run_id="other", org_id="o", status="queued"))
+        await seen.until(lambda: claims == ["plans"])
+        scheduler.notice(RunStatusChanged(run_id=run_id, org_id="o", status="queued"))
+        await seen.until(lambda: claims == ["plans", "plans"])
+    finally:
+        await scheduler.stop()

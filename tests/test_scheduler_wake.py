@@ -64,7 +64,7 @@ async def test_a_started_run_is_launched_by_this_process_without_the_relay(
 async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, tenant: Tenant) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     wakes: list[str] = []
-    ctx.wake_scheduler = lambda claims: wakes.append("woken")
+    ctx.wake_scheduler = lambda claims, changes: wakes.append("woken")
 
     with pytest.raises(RuntimeError, match="changed my mind"):
         async with ctx.unit() as unit:

@@ -42,6 +42,9 @@ CANCEL_RECONCILE_SECONDS = 30.0
 CANCEL_LOOKBACK = timedelta(hours=1)
 # Slack for clocks of other replicas and for commits that land after a reading.
 CANCEL_MARGIN = timedelta(seconds=60)
+# How long a change this process woke its own pass for is remembered, waiting for its event to
+# come back through the relay (which publishes within a second while the broker is up).
+WOKEN_MEMORY_SECONDS = 300.0
 
 
 class Scheduler:
@@ -77,6 +80,11 @@ class Scheduler:
         self._silenced: set[PhaseRef] = set()
         # Executor deaths the database could not store yet, retried at every pass.
         self._unrecorded: dict[PhaseRef, ExecutorDied] = {}
+        # Changes (run id, status) this process committed and passed for at once (wake), with
+        # when: their events, heard again through the relay and the broker, start no second
+        # pass. That pass found nothing to claim, and cost a transaction just as the executor
+        # launched by the first asked for its spec.
+        self._passed_for: dict[tuple[str, str], float] = {}
 
     async def start(self) -> None:
         # Heartbeats could not reach a control plane that was down: none is missed before then.
@@ -94,7 +102,12 @@ class Scheduler:
         for died in await self.launcher.close() or []:
             await dispatch.on_executor_died(self.ctx, died)
 
-    def wake(self, claims: Iterable[Claim] = BOTH) -> None:
+    def wake(self, claims: Iterable[Claim] = BOTH, changes: Iterable[tuple[str, str]] = ()) -> None:
+        """Starts a pass now for the `claims`; `changes` (run id, status) are the committed
+        changes that call for it, whose events then need no pass of their own (notice)."""
+        now = self._clock()
+        for change in changes:
+            self._passed_for[change] = now
         self._claims.update(claims)
         self._wake.set()
 
@@ -121,9 +134,17 @@ class Scheduler:
 
     def notice(self, event: Event) -> None:
         """An event of the scheduler channel: there may be work, and a canceled run to clean up."""
-        if isinstance(event, RunStatusChanged) and event.status == RunStatus.CANCELED:
-            self._to_clean.add(event.run_id)
+        if isinstance(event, RunStatusChanged):
+            if event.status == RunStatus.CANCELED:
+                self._to_clean.add(event.run_id)
+            if self._passed_for.pop((event.run_id, str(event.status)), None) is not None:
+                return  # this process committed it, and its pass began after that commit
         self.wake(scheduler_claims(event))
+
+    def _forget_old_wakes(self, now: float) -> None:
+        """Changes whose event never came back (the broker was down) are not kept for ever."""
+        horizon = now - WOKEN_MEMORY_SECONDS
+        self._passed_for = {change: at for change, at in self._passed_for.items() if at >= horizon}
 
     async def _listen(self) -> None:
         # Starting, approving, ending or canceling a run publishes on this channel, so the next
@@ -160,6 +181,7 @@ class Scheduler:
                 log.exception("scheduler tick failed")
             if health:
                 checked_at = now
+                self._forget_old_wakes(now)
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from firstlume.services.outbox import OutboxRelay
 
 log = logging.getLogger("firstlume.events")
+# Wakes this process's scheduler: the kinds of claim a committed change calls for, and the
+# changes themselves as (run id, status) (scheduler/loop.py Scheduler.wake).
+WakeScheduler = Callable[[frozenset[Claim], tuple[tuple[str, str], ...]], None]
 _OUTBOX = cast(Table, OutboxEvent.__table__)
 
 
@@ -50,6 +53,9 @@ class Unit:
     # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
     scheduler_claims: set[Claim] = field(default_factory=set)
+    # The status changes behind that wake, as (run id, status): this process's scheduler, woken
+    # for them at commit, need not pass again when their events come back through the relay.
+    scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
     # Whether outbox rows of this unit were written before it commits (take_rows_at_commit).
     _outbox_written_early: bool = False
     # Whether its only write is one statement, which then takes every row it would write as it
@@ -105,7 +111,7 @@ class Context:
     # This process's notification sender (services/notifications/sender.py), when it has one.
     notifier: NotificationSender | None = None
     # Wakes this process's scheduler, when it runs one (app.py).
-    wake_scheduler: Callable[[frozenset[Claim]], None] | None = None
+    wake_scheduler: WakeScheduler | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:
@@ -142,7 +148,7 @@ class Context:
             # This process's scheduler starts its pass now, not once the event has gone through
             # the relay and the broker and come back (other replicas still hear it that way):
             # every run's start, and its hand-over from plan to apply, waits for that pass.
-            self.wake_scheduler(frozenset(unit.scheduler_claims))
+            self.wake_scheduler(frozenset(unit.scheduler_claims), tuple(unit.scheduler_changes))
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
         if unit._events:

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.db.types import utcnow
-from firstlume.protocol.events import Event, event_from, scheduler_claims
+from firstlume.protocol.events import Event, RunStatusChanged, event_from, scheduler_claims
 from firstlume.pubsub import SCHEDULER_CHANNEL, PublishFailed, PubSub
 from firstlume.services.context import Unit
 
@@ -63,6 +63,8 @@ def record(unit: Unit, event: Event, channels: list[str], *, notification: str |
     if SCHEDULER_CHANNEL in channels:
         unit.wakes_scheduler = True
         unit.scheduler_claims |= scheduler_claims(event)
+        if isinstance(event, RunStatusChanged):
+            unit.scheduler_changes.append((event.run_id, str(event.status)))
 
 
 def _claim_statement(*, locking: bool) -> Update:
