@@ -1,21 +1,26 @@
 """A change that makes a run startable wakes this process's scheduler as soon as it commits,
 without waiting for its event to go through the outbox relay and the broker: the start of every
-run, and its hand-over from plan to apply, wait for that pass."""
+run waits for that pass. A plan whose apply needs no approval hands over to its apply with no
+pass at all: its result claims the apply, which is launched once the result commits."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import httpx
 import pytest
+from starlette.applications import Starlette
 
 from conftest import Tenant, make_stack
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.protocol.events import RunUpdated
 from firstlume.pubsub import run_channel
 from firstlume.scheduler.loop import Scheduler
-from firstlume.services import accounts, catalog, outbox, runs
+from firstlume.services import accounts, catalog, dispatch, outbox, runs
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
+from support.executor_api import ExecutorReports
 from support.launchers import QuietLauncher
 from support.runs import start, status_of
 
@@ -25,12 +30,14 @@ class PassWatchingLauncher(QuietLauncher):
 
     def __init__(self) -> None:
         self.launched: list[tuple[str, str]] = []
+        self.tokens: list[str] = []
         self.passes = 0
         self.pass_ended = asyncio.Event()
         self.launch_seen = asyncio.Event()
 
     async def launch(self, launch: PhaseLaunch) -> None:
         self.launched.append((launch.run_id, launch.phase))
+        self.tokens.append(launch.token)
         self.launch_seen.set()
 
     async def check_health(self, active: list[PhaseRef]) -> list[ExecutorDied]:
@@ -82,3 +89,67 @@ async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, 
     async with ctx.unit() as unit:
         outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
     assert wakes == ["woken"]
+
+
+ONE_CREATE: dict[str, Any] = {
+    "format_version": "1.2",
+    "resource_changes": [
+        {
+            "address": "terraform_data.a",
+            "mode": "managed",
+            "type": "terraform_data",
+            "name": "a",
+            "change": {"actions": ["create"], "before": None, "after": {"input": "a"}, "after_unknown": {}},
+        }
+    ],
+}
+
+
+async def test_a_plan_needing_no_approval_launches_its_apply_with_its_result(
+    app: Starlette, client: httpx.AsyncClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = app.state.ctx
+    ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": 3600.0})
+    applies_claimed: list[int] = []
+    claim_applies = dispatch.claim_applies
+
+    async def counted(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
+        launches = await claim_applies(ctx, limit)
+        applies_claimed.append(len(launches))
+        return launches
+
+    monkeypatch.setattr(dispatch, "claim_applies", counted)
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    settings = await client.patch(
+        "/api/v1/orgs/acme/settings", headers=tenant.headers, content='{"require_approval": false}'
+    )
+    assert settings.status_code == 200, settings.text
+    launcher = PassWatchingLauncher()
+    scheduler = Scheduler(ctx, launcher)  # type: ignore[arg-type]
+    ctx.wake_scheduler, ctx.launch_claimed = scheduler.wake, scheduler.launch_claimed
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(launcher.pass_ended.wait(), timeout=10)  # the first pass, at the interval
+        run_id = await start(ctx, tenant.token, tenant.org, "net", "apply")
+        await asyncio.wait_for(launcher.launch_seen.wait(), timeout=10)
+        assert launcher.launched == [(run_id, "plan")]
+        launcher.launch_seen.clear()
+        applies_claimed.clear()
+        plan = ExecutorReports(client, launcher.tokens[0])
+        await plan.plan(ONE_CREATE)
+        assert await plan.finish() == "applying"  # the result's answer: its apply is claimed
+        await asyncio.wait_for(launcher.launch_seen.wait(), timeout=10)
+        assert launcher.launched == [(run_id, "plan"), (run_id, "apply")]
+        # Neither the result's commit nor its event woke a pass that claimed applies.
+        assert applies_claimed == []
+        # The apply's token is good: the apply's executor gets its spec.
+        spec = await client.get(
+            "/api/v1/executor/spec", headers={"Authorization": f"Bearer {launcher.tokens[1]}"}
+        )
+        assert spec.status_code == 200, spec.text
+        assert spec.json()["phase"] == "apply"
+    finally:
+        ctx.wake_scheduler = ctx.launch_claimed = None
+        await scheduler.stop()
+    history = await client.get(f"/api/v1/orgs/acme/runs/{run_id}", headers=tenant.headers)
+    assert history.json()["status"] == "applying"

@@ -119,6 +119,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             )
             await scheduler.start()
             ctx.wake_scheduler = scheduler.wake
+            ctx.launch_claimed = scheduler.launch_claimed
             # Every replica with a scheduler runs it: the database makes each slot's run one.
             drift = DriftScheduler(ctx)
             await drift.start()
@@ -134,6 +135,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if drift is not None:
                 await drift.stop()
             if scheduler is not None:
+                # A plan's result arriving now leaves its apply queued for the next scheduler.
+                ctx.launch_claimed = None
                 await scheduler.stop()
             await ctx.notifier.stop()
             if "token_watch" in vars(ctx):  # made by the first subscription, if any

@@ -5,7 +5,8 @@ Each pass: clean up after canceled runs, claim queued phases until none is left 
 fail runs whose heartbeat stopped, and ask the launcher which executors died. A pass starts at
 once when an event says there is work (a run started, approved, ended or canceled), and at the
 latest every FIRSTLUME_SCHEDULER_INTERVAL seconds. The scheduler is the only caller of the
-launcher: the API changes the database, and the scheduler makes the executors follow.
+launcher: the API changes the database, and the scheduler makes the executors follow (a plan's
+result that claims its own apply hands the launch to the scheduler: launch_claimed).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Scheduler:
         # pass. That pass found nothing to claim, and cost a transaction just as the executor
         # launched by the first asked for its spec.
         self._passed_for: dict[tuple[str, str], float] = {}
+        # Launches of phases claimed outside a pass (launch_claimed), until they are done.
+        self._handed_over: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         # Heartbeats could not reach a control plane that was down: none is missed before then.
@@ -99,17 +102,34 @@ class Scheduler:
         for task in self._tasks:
             with suppress(asyncio.CancelledError, Exception):
                 await task
+        # A launch already committed ends first: dropped, its run would wait for the heartbeat
+        # timeout; ended, the launcher's close stops its executor like every other.
+        if self._handed_over:
+            await asyncio.wait(list(self._handed_over))
         for died in await self.launcher.close() or []:
             await dispatch.on_executor_died(self.ctx, died)
 
     def wake(self, claims: Iterable[Claim] = BOTH, changes: Iterable[tuple[str, str]] = ()) -> None:
         """Starts a pass now for the `claims`; `changes` (run id, status) are the committed
-        changes that call for it, whose events then need no pass of their own (notice)."""
+        changes that call for it, whose events then need no pass of their own (notice). No
+        claims (the change's phase was claimed with it): no pass."""
         now = self._clock()
         for change in changes:
             self._passed_for[change] = now
+        claims = frozenset(claims)
+        if not claims:
+            return
         self._claims.update(claims)
         self._wake.set()
+
+    def launch_claimed(self, launches: list[PhaseLaunch]) -> None:
+        """Launches phases claimed and committed outside a pass (services/dispatch.py
+        claim_apply_in), as a pass launches what it claims."""
+        for launch in launches:
+            metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
+            task = asyncio.create_task(self._launch(launch), name="firstlume-hand-over")
+            self._handed_over.add(task)
+            task.add_done_callback(self._handed_over.discard)
 
     async def _on_death(self, died: ExecutorDied) -> None:
         if died.ref in self._silenced:

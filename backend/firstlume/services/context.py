@@ -24,6 +24,7 @@ from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
 
 if TYPE_CHECKING:
+    from firstlume.launchers.base import PhaseLaunch
     from firstlume.services.access.token_watch import TokenWatch
     from firstlume.services.logs import LogTails
     from firstlume.services.notifications.sender import NotificationSender
@@ -112,6 +113,9 @@ class Context:
     notifier: NotificationSender | None = None
     # Wakes this process's scheduler, when it runs one (app.py).
     wake_scheduler: WakeScheduler | None = None
+    # Launches phases claimed outside the scheduler's passes (a plan's result that queues its
+    # own apply), through this process's scheduler, when it runs one (app.py).
+    launch_claimed: Callable[[list[PhaseLaunch]], None] | None = None
 
     @cached_property
     def log_tails(self) -> LogTails:

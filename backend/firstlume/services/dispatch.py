@@ -10,7 +10,7 @@ transactions begin IMMEDIATE and so take turns, which keeps one process (or a fe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -21,6 +21,7 @@ from sqlalchemy.orm import aliased
 from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import Organization, PhaseToken, Run, Stack
 from firstlume.db.types import utcnow
+from firstlume.domain.claims import APPLIES
 from firstlume.domain.errors import StackLocked, StatusChanged
 from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, RunStatus, is_running_phase
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
@@ -163,6 +164,22 @@ async def _committed(ctx: Context, claimed: list[PhaseLaunch]) -> list[PhaseLaun
 async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
     """Claims up to `limit` (CLAIM_BATCH) startable plan phases (queued → planning) in one transaction."""
     return await _claim(ctx, STARTABLE_PLANS, limit or CLAIM_BATCH, RunStatus.QUEUED, RunStatus.PLANNING)
+
+
+async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> Callable[[], None] | None:
+    """Claims the apply of a run that `unit` has just made apply_queued (apply_queued → applying)
+    in that unit's transaction, when this process runs a scheduler; returns what launches it,
+    to call once the unit has committed (None: nothing claimed, a scheduler pass will). The run's
+    row is locked by that change, so no other scheduler can claim it too, and the pass the
+    change would have woken here has nothing left to claim: it is not made."""
+    launch_claimed = ctx.launch_claimed
+    if launch_claimed is None:
+        return None
+    launches = await _claim_batch(ctx, unit, [run_id], RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
+    if not launches:
+        return None
+    unit.scheduler_claims.discard(APPLIES)
+    return lambda: launch_claimed(launches)
 
 
 async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -18,7 +18,7 @@ from firstlume.collector import young_collections_deferred
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
-from firstlume.services import execution
+from firstlume.services import dispatch, execution
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
 from firstlume.services.state import serials
@@ -153,12 +153,21 @@ async def resources(request: Request) -> Response:
 
 @endpoint
 async def finish(request: Request) -> Response:
+    ctx = context_of(request)
+    launch: Callable[[], None] | None = None
     async with phase_report(request, protocol.FinishReport) as (unit, run, token, report):
         run = await execution.finish_phase(unit, run, token, report)
         status = RunStatus(run.status)
+        if status == RunStatus.APPLY_QUEUED:
+            # Approval not required: the apply starts with the plan's result, not a pass later.
+            launch = await dispatch.hand_over_apply(ctx, unit, run.id)
+            if launch is not None:
+                status = RunStatus.APPLYING
         metrics.PHASE_DURATION.labels(phase=str(token.phase), result=str(report.status)).observe(
             (datetime.now(UTC) - token.created_at).total_seconds()
         )
+    if launch is not None:
+        launch()
     return model_response(protocol.FinishAnswer(status=status))
 
 
