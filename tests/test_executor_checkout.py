@@ -187,3 +187,20 @@ def test_private_repository_without_credentials_fails_clearly(
 
     with pytest.raises(CheckoutError, match="asks for credentials"):
         checkout(url, tmp_path / "work", **checkout_of(by_commit, sha))
+
+
+def test_the_executor_lets_its_checkout_thread_take_the_gil_back_within_half_a_millisecond() -> None:
+    # pygit2 (cffi) lets go of the GIL around every libgit2 call: at Python's default switch
+    # interval (5 ms) each call could wait that long while the event loop ran, and a clone of a
+    # small repository took three times as long in an executor as alone (bench/bench_apply.py).
+    import sys
+
+    from firstlume.executor.main import GIL_SWITCH_INTERVAL, run_from_env
+
+    default = sys.getswitchinterval()
+    try:
+        assert run_from_env({}) == 2  # no control plane given: it stops at once
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL)
+        assert GIL_SWITCH_INTERVAL <= 0.0005 < default
+    finally:
+        sys.setswitchinterval(default)

@@ -42,9 +42,18 @@ def run_when_told(stdin: TextIO = sys.stdin) -> int:
     return run_from_env(os.environ)
 
 
+# How long a thread may hold the GIL while another waits for it (seconds; Python's default is
+# 0.005). The checkout's thread calls libgit2 through cffi, which lets go of the GIL around
+# every call and takes it back after: each time the event loop held it meanwhile (answers to
+# parse, reports to send), the thread waited up to the whole interval. A clone of a small
+# repository took 30-40 ms in an executor where it takes 11 ms alone.
+GIL_SWITCH_INTERVAL = 0.0005
+
+
 def run_from_env(environ: Mapping[str, str] = os.environ) -> int:
     """Runs the phase the token is for. Exit code: 0 succeeded, 1 failed (reported to the
     control plane), 2 nothing could be reported (bad configuration, dead token, unreachable)."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     missing = [name for name in (URL_VAR, TOKEN_VAR) if not environ.get(name)]
     if missing:
         print(f"firstlume executor: missing environment variable {', '.join(missing)}", file=sys.stderr)
