@@ -6,6 +6,7 @@ import json
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from conftest import Tenant, make_stack
 from firstlume.db.models import PlanArtifact, Run
@@ -14,6 +15,7 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.runs import start
 from support.snapshot import snapshot
+from support.statements import StatementCounter
 
 E = "/api/v1/executor"
 
@@ -328,3 +330,34 @@ async def test_a_dead_token_gets_401_whatever_it_sends(
     )
 
     assert response.status_code == 401
+
+
+async def test_the_apply_reads_its_plan_without_the_plans_json(
+    ctx: Context,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    phases: list[PhaseLaunch],
+    app_statements: StatementCounter,
+) -> None:
+    # The plan's JSON is kept with it but nothing on a run's path reads it back: the apply's spec
+    # and its plan download would carry megabytes of a large plan's JSON for nothing.
+    plan = {"format_version": "1.2", "resource_changes": []}
+    body = {
+        "plan_file_b64": "cGxhbg==",
+        "plan_json": plan,
+        "variables": [{"name": "region", "value": "eu", "origin": "stack"}],
+    }
+    assert (await client.post(f"{E}/plan", headers=bearer(phases[0]), json=body)).status_code == 200
+    async with ctx.unit() as unit:  # as if approved: the apply is claimed next
+        await unit.session.execute(
+            update(Run).where(Run.id == phases[0].run_id).values(status="apply_queued", has_plan=True)
+        )
+    [apply] = await dispatch.claim_applies(ctx)
+    with app_statements.counting() as statements:
+        spec = await client.get(f"{E}/spec", headers=bearer(apply))
+        download = await client.get(f"{E}/plan", headers=bearer(apply))
+    assert spec.status_code == download.status_code == 200, (spec.text, download.text)
+    assert [v["value"] for v in spec.json()["variables"]] == ["eu"]
+    assert download.json()["plan_file_b64"] == "cGxhbg=="
+    assert any("plan_artifacts" in s for s in statements)
+    assert not [s for s in statements if "plan_json_sealed" in s]

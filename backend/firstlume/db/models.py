@@ -298,7 +298,9 @@ class PlanArtifact(Base):
     __tablename__ = "plan_artifacts"
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     plan_file_sealed: Mapped[bytes] = mapped_column(LargeBinary)
-    plan_json_sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    # Kept with the plan, read by nothing on a run's path: loaded only when asked for (the apply's
+    # spec and plan download would otherwise carry a plan's whole JSON, megabytes for a large one).
+    plan_json_sealed: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     lock_file_sealed: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     variables_sealed: Mapped[bytes] = mapped_column(LargeBinary)
     plan_sha256: Mapped[str] = mapped_column(String(64))

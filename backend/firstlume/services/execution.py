@@ -133,7 +133,13 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         # A push run plans its pushed commit; any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit
     else:
-        variables = _stored_variables(ctx, run, await _artifact(session, run))
+        # The plan's variables only: its file and lock file are the plan download's.
+        sealed = await session.scalar(
+            select(PlanArtifact.variables_sealed).where(PlanArtifact.run_id == run.id)
+        )
+        if sealed is None:
+            raise NotFound("This run has no stored plan.")
+        variables = _stored_variables(ctx, run, sealed)
         commit_sha = run.commit_sha
     org = await session.get(Organization, stack.org_id)
     assert org is not None
@@ -160,10 +166,8 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
     )
 
 
-def _stored_variables(ctx: Context, run: Run, artifact: PlanArtifact) -> list[Variable]:
-    stored = json.loads(
-        ctx.keyring.decrypt_text(artifact.variables_sealed, plan_context(run.id, "variables"))
-    )
+def _stored_variables(ctx: Context, run: Run, variables_sealed: bytes) -> list[Variable]:
+    stored = json.loads(ctx.keyring.decrypt_text(variables_sealed, plan_context(run.id, "variables")))
     return [Variable.model_validate(v) for v in stored]
 
 
@@ -342,7 +346,7 @@ async def load_plan(ctx: Context, session: AsyncSession, run: Run, token: PhaseT
         lock_file=keyring.decrypt_text(artifact.lock_file_sealed, plan_context(run.id, "lock_file"))
         if artifact.lock_file_sealed
         else None,
-        variables=_stored_variables(ctx, run, artifact),
+        variables=_stored_variables(ctx, run, artifact.variables_sealed),
         config_yaml=run.config_yaml,
         commit_sha=run.commit_sha,
         changes=[
