@@ -124,7 +124,7 @@ class Scheduler:
 
     def launch_claimed(self, launches: list[PhaseLaunch]) -> None:
         """Launches phases claimed and committed outside a pass (services/dispatch.py
-        claim_apply_in), as a pass launches what it claims."""
+        hand_over_apply), as a pass launches what it claims."""
         for launch in launches:
             metrics.CLAIMED.labels(phase=str(launch.phase)).inc()
             task = asyncio.create_task(self._launch(launch), name="firstlume-hand-over")
