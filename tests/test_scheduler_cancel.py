@@ -27,21 +27,9 @@ from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
 from support.launchers import QuietLauncher
-from support.runs import report, start, status_of
+from support.runs import CREATE_ONE, report, start, status_of
 
 API = Path(__file__).resolve().parents[1] / "backend" / "firstlume" / "api"
-PLAN = {
-    "format_version": "1.2",
-    "resource_changes": [
-        {
-            "address": "terraform_data.a",
-            "mode": "managed",
-            "type": "terraform_data",
-            "name": "a",
-            "change": {"actions": ["create"], "before": None, "after": {"input": "x"}, "after_unknown": {}},
-        }
-    ],
-}
 TIMEOUT = 10.0
 
 
@@ -88,7 +76,7 @@ async def planned_then_canceled(ctx: Context, tenant: Tenant, kube: FakeKube, ru
     same transaction, canceled: the run never leaves apply_queued for a scheduler to see."""
     job = manifests.job_name(run_id, "plan", 1)
     token = token_of(kube, job)
-    await report(ctx, token, "plan", {"plan_file_b64": "cGxhbg==", "plan_json": PLAN, "variables": []})
+    await report(ctx, token, "plan", {"plan_file_b64": "cGxhbg==", "plan_json": CREATE_ONE, "variables": []})
     await report(ctx, token, "finish", {"status": "succeeded"})
     assert await status_of(ctx, run_id) == "awaiting_approval"
     async with ctx.unit() as unit:

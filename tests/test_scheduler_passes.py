@@ -56,6 +56,22 @@ class Watched(QuietLauncher):
         return []
 
 
+def record_claims(seen: Seen, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of claim the scheduler makes from now on, in order ("plans", "applies")."""
+    claims: list[str] = []
+
+    def counted(kind: str, claim: Callable[[Context], Any]) -> Callable[[Context], Any]:
+        async def claiming(ctx: Context) -> list[PhaseLaunch]:
+            await seen.note(lambda: claims.append(kind))
+            return list(await claim(ctx))
+
+        return claiming
+
+    monkeypatch.setattr(dispatch, "claim_plans", counted("plans", dispatch.claim_plans))
+    monkeypatch.setattr(dispatch, "claim_applies", counted("applies", dispatch.claim_applies))
+    return claims
+
+
 async def test_passes_woken_by_events_check_health_only_at_the_intervals_pace(
     ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,18 +140,7 @@ async def test_a_pass_woken_by_a_change_claims_only_the_kind_it_can_make_startab
     ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": interval})
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     seen = Seen()
-    claims: list[str] = []
-    claim_plans, claim_applies = dispatch.claim_plans, dispatch.claim_applies
-
-    def counted(kind: str, claim: Callable[[Context], Any]) -> Callable[[Context], Any]:
-        async def claiming(ctx: Context) -> list[PhaseLaunch]:
-            await seen.note(lambda: claims.append(kind))
-            return list(await claim(ctx))
-
-        return claiming
-
-    monkeypatch.setattr(dispatch, "claim_plans", counted("plans", claim_plans))
-    monkeypatch.setattr(dispatch, "claim_applies", counted("applies", claim_applies))
+    claims = record_claims(seen, monkeypatch)
     scheduler = Scheduler(ctx, Watched(seen), clock=lambda: now[0])  # type: ignore[arg-type]
     ctx.wake_scheduler = scheduler.wake
     await scheduler.start()
@@ -172,18 +177,7 @@ async def test_the_event_of_a_change_this_process_passed_for_starts_no_second_pa
     ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": 3600.0})
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     seen = Seen()
-    claims: list[str] = []
-    claim_plans, claim_applies = dispatch.claim_plans, dispatch.claim_applies
-
-    def counted(kind: str, claim: Callable[[Context], Any]) -> Callable[[Context], Any]:
-        async def claiming(ctx: Context) -> list[PhaseLaunch]:
-            await seen.note(lambda: claims.append(kind))
-            return list(await claim(ctx))
-
-        return claiming
-
-    monkeypatch.setattr(dispatch, "claim_plans", counted("plans", claim_plans))
-    monkeypatch.setattr(dispatch, "claim_applies", counted("applies", claim_applies))
+    claims = record_claims(seen, monkeypatch)
     scheduler = Scheduler(ctx, Watched(seen))  # type: ignore[arg-type]
     ctx.wake_scheduler = scheduler.wake
     await scheduler.start()

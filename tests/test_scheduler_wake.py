@@ -6,7 +6,6 @@ pass at all: its result claims the apply, which is launched once the result comm
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +21,7 @@ from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 from support.executor_api import ExecutorReports
 from support.launchers import QuietLauncher
-from support.runs import start, status_of
+from support.runs import CREATE_ONE, start, status_of
 
 
 class PassWatchingLauncher(QuietLauncher):
@@ -91,20 +90,6 @@ async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, 
     assert wakes == ["woken"]
 
 
-ONE_CREATE: dict[str, Any] = {
-    "format_version": "1.2",
-    "resource_changes": [
-        {
-            "address": "terraform_data.a",
-            "mode": "managed",
-            "type": "terraform_data",
-            "name": "a",
-            "change": {"actions": ["create"], "before": None, "after": {"input": "a"}, "after_unknown": {}},
-        }
-    ],
-}
-
-
 async def test_a_plan_needing_no_approval_launches_its_apply_with_its_result(
     app: Starlette, client: httpx.AsyncClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,7 +121,7 @@ async def test_a_plan_needing_no_approval_launches_its_apply_with_its_result(
         launcher.launch_seen.clear()
         applies_claimed.clear()
         plan = ExecutorReports(client, launcher.tokens[0])
-        await plan.plan(ONE_CREATE)
+        await plan.plan(CREATE_ONE)
         assert await plan.finish() == "applying"  # the result's answer: its apply is claimed
         await asyncio.wait_for(launcher.launch_seen.wait(), timeout=10)
         assert launcher.launched == [(run_id, "plan"), (run_id, "apply")]

@@ -23,20 +23,7 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from support.launchers import QuietLauncher
-from support.runs import report, start, status_of
-
-CREATE_ONE = {
-    "format_version": "1.2",
-    "resource_changes": [
-        {
-            "address": "terraform_data.a",
-            "mode": "managed",
-            "type": "terraform_data",
-            "name": "a",
-            "change": {"actions": ["create"], "before": None, "after": {"input": "x"}, "after_unknown": {}},
-        }
-    ],
-}
+from support.runs import CREATE_ONE, report, start, status_of
 
 
 class InlineExecutorLauncher(QuietLauncher):

@@ -13,6 +13,20 @@ from firstlume.services import accounts, catalog, dispatch, execution, runs
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 
+# A plan that creates one resource, as `show -json` prints it.
+CREATE_ONE: dict[str, Any] = {
+    "format_version": "1.2",
+    "resource_changes": [
+        {
+            "address": "terraform_data.a",
+            "mode": "managed",
+            "type": "terraform_data",
+            "name": "a",
+            "change": {"actions": ["create"], "before": None, "after": {"input": "x"}, "after_unknown": {}},
+        }
+    ],
+}
+
 
 async def start(ctx: Context, token: str, org: str, stack: str, run_type: str) -> str:
     async with ctx.unit() as unit:
