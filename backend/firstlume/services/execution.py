@@ -69,6 +69,8 @@ from firstlume.services.transitions import change_status
 
 # A pub/sub message names changed resources only while it stays well under NOTIFY's 8000 bytes.
 MAX_ADDRESSES_PER_EVENT = 50
+# An apply's spec and its plan download both answer it for a run that has no plan to apply.
+NO_STORED_PLAN = "This run has no stored plan."
 
 
 class StepOutOfOrder(Conflict):
@@ -138,7 +140,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             select(PlanArtifact.variables_sealed).where(PlanArtifact.run_id == run.id)
         )
         if sealed is None:
-            raise NotFound("This run has no stored plan.")
+            raise NotFound(NO_STORED_PLAN)
         variables = _stored_variables(ctx, run, sealed)
         commit_sha = run.commit_sha
     org = await session.get(Organization, stack.org_id)
@@ -328,7 +330,7 @@ async def _sensitive_values(ctx: Context, session: AsyncSession, run: Run, uploa
 async def _artifact(session: AsyncSession, run: Run) -> PlanArtifact:
     artifact = await session.get(PlanArtifact, run.id)
     if artifact is None:
-        raise NotFound("This run has no stored plan.")
+        raise NotFound(NO_STORED_PLAN)
     return artifact
 
 
