@@ -6,10 +6,10 @@ import json
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from conftest import Tenant, make_stack
-from firstlume.db.models import PlanArtifact, Run
+from firstlume.db.models import PlanArtifact, Run, RunStep
 from firstlume.launchers.base import PhaseLaunch
 from firstlume.services import dispatch
 from firstlume.services.context import Context
@@ -361,3 +361,21 @@ async def test_the_apply_reads_its_plan_without_the_plans_json(
     assert download.json()["plan_file_b64"] == "cGxhbg=="
     assert any("plan_artifacts" in s for s in statements)
     assert not [s for s in statements if "plan_json_sealed" in s]
+
+
+async def test_a_step_report_reads_its_step_once(
+    ctx: Context, client: httpx.AsyncClient, phases: list[PhaseLaunch], app_statements: StatementCounter
+) -> None:
+    # Every step's start and end is a report (or goes with the phase's result): the step read
+    # to check the report's order is the one moved, not read a second time.
+    for status in ("running", "done"):
+        with app_statements.counting() as statements:
+            response = await client.post(
+                f"{E}/steps", headers=bearer(phases[0]), json={"name": "checkout", "status": status}
+            )
+        assert response.status_code == 204, response.text
+        assert len([s for s in statements if "SELECT run_steps.id" in s]) == 1, statements
+    async with ctx.db.read() as session:
+        step = await session.scalar(select(RunStep).where(RunStep.run_id == phases[0].run_id))
+    assert step is not None and (step.name, step.status) == ("checkout", "done")
+    assert step.started_at is not None and step.finished_at is not None

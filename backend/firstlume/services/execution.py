@@ -20,7 +20,6 @@ from firstlume.db.models import (
     PlanArtifact,
     ResourceChange,
     Run,
-    RunStep,
     Stack,
 )
 from firstlume.db.resource_states import ResourceState as StoredResourceState
@@ -64,7 +63,7 @@ from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges
 from firstlume.services.sealed_plan import plan_context, seal_plan_json
 from firstlume.services.state.serials import record_planned_serials
-from firstlume.services.steps import set_step
+from firstlume.services.steps import find_step, move_step
 from firstlume.services.transitions import change_status
 
 # A pub/sub message names changed resources only while it stays well under NOTIFY's 8000 bytes.
@@ -209,7 +208,7 @@ async def record_configuration(unit: Unit, run: Run, token: PhaseToken, report: 
 
 async def record_step(unit: Unit, run: Run, report: StepReport) -> None:
     name, status = report.name, report.status
-    step = await unit.session.scalar(select(RunStep).where(RunStep.run_id == run.id, RunStep.name == name))
+    step = await find_step(unit, run, name)
     current = StepStatus(step.status) if step else None
     if status == current:
         return  # a retried report
@@ -217,7 +216,7 @@ async def record_step(unit: Unit, run: Run, report: StepReport) -> None:
         raise StepOutOfOrder(f"Step '{name}' has already ended ({current}); it cannot start again.")
     if status in (StepStatus.DONE, StepStatus.FAILED) and current != StepStatus.RUNNING:
         raise StepOutOfOrder(f"Step '{name}' is {current or 'not started'}; only a running step can end.")
-    await set_step(unit, run, name, status)
+    await move_step(unit, run, name, status, step)
 
 
 async def append_log(unit: Unit, run: Run, batch: LogBatch) -> int:

@@ -13,11 +13,21 @@ from firstlume.pubsub import run_channel
 from firstlume.services.context import Unit
 
 
+async def find_step(unit: Unit, run: Run, name: str) -> RunStep | None:
+    return await unit.session.scalar(select(RunStep).where(RunStep.run_id == run.id, RunStep.name == name))
+
+
 async def set_step(unit: Unit, run: Run, name: str, status: StepStatus | str) -> RunStep:
     """Creates or moves a step; times follow the status."""
+    return await move_step(unit, run, name, status, await find_step(unit, run, name))
+
+
+async def move_step(
+    unit: Unit, run: Run, name: str, status: StepStatus | str, step: RunStep | None
+) -> RunStep:
+    """`set_step` for a caller that has read the step already (`find_step`): None creates it."""
     status = StepStatus(status)
     session = unit.session
-    step = await session.scalar(select(RunStep).where(RunStep.run_id == run.id, RunStep.name == name))
     now = utcnow()
     if step is None:
         position = (await session.scalar(select(func.count()).where(RunStep.run_id == run.id))) or 0
