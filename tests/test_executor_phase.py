@@ -373,3 +373,116 @@ async def test_an_applys_last_states_still_go_alone_when_its_result_and_its_log_
     assert paths[:2] == ["/finish", "/logs"]  # the result, then its log on its own: both refused
     [sent] = [body["updates"] for _, path, body in plane.requests if path == "/resources"]
     assert [(u["address"], u["state"]) for u in sent] == [("terraform_data.a", "done")]
+
+
+class PreparedPlane(ControlPlane):
+    """A prepared apply's control plane: `GET /plan` answers once `begin` is set (the apply
+    began), or 401 when `refuse` is (the run went another way). Notes what the executor had
+    done by then: the requests it had sent, and whether its checkout was initialized."""
+
+    def __init__(self, spec: dict[str, Any], plan: dict[str, Any], work: Path) -> None:
+        super().__init__(spec, plan)
+        self.work = work
+        self.refuse = False
+        self.before_plan: list[tuple[str, str]] = []
+        self.initialized_before_plan = False
+
+    async def handle_async(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1/executor")
+        if path == "/plan" and request.method == "GET":
+            # Asked for at once, answered (as the control plane does) once the apply begins:
+            # here once the prepared init has recorded its backend, or after 10 s.
+            initialized = self.work / "checkout" / ".terraform" / "terraform.tfstate"
+            deadline = asyncio.get_running_loop().time() + 10
+            # A file another process (Terraform) writes: there is no event to wait on.
+            while not initialized.is_file() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            self.initialized_before_plan = initialized.is_file()
+            self.before_plan = [(method, p) for method, p, _ in self.requests if p != "/plan"]
+            if self.refuse:
+                error = {
+                    "code": "unauthenticated",
+                    "message": "This executor token is not valid, or its phase has ended.",
+                }
+                return httpx.Response(401, json={"error": error})
+        return self.handle(request)
+
+
+def _prepared_apply(tmp_path: Path, plan_changes: dict[str, Any]) -> PreparedPlane:
+    from support.git_repos import make_repo
+
+    main_tf = 'terraform {\n  backend "local" {\n    path = "state.tfstate"\n  }\n}\n'
+    url, planned = make_repo(tmp_path / "repo", {"main.tf": main_tf})
+    spec = {
+        **GOOD_SPEC,
+        "phase": "apply",
+        "prepared": True,
+        "stack": {**GOOD_SPEC["stack"], "repository": url},
+        "commit_sha": planned,
+        "variables": [{"name": "TF_LOG_PATH_UNUSED", "value": "a", "kind": "env", "origin": "stack"}],
+    }
+    plan = {**_plan_download(planned), "log_offset": 12, "variables": spec["variables"], **plan_changes}
+    return PreparedPlane(spec, plan, tmp_path / "work")
+
+
+async def _run_prepared(plane: PreparedPlane) -> Any:
+    client = ExecutorClient("http://cp", "token", transport=httpx.MockTransport(plane.handle_async))
+    async with client:
+        env = {**os.environ, "FIRSTLUME_PHASE": "apply"}
+        return await PhaseRunner(client, plane.work, base_env=env).run()
+
+
+async def test_a_prepared_apply_inits_before_its_apply_begins_and_reports_nothing_until_then(
+    tmp_path: Path, terraform_binary: str
+) -> None:
+    plane = _prepared_apply(tmp_path, {})
+
+    await _run_prepared(plane)
+
+    # Before its apply began, the executor had asked for its spec and its plan, and sent nothing.
+    assert sorted(plane.before_plan) == [("GET", "/spec")]
+    assert plane.initialized_before_plan
+    # Its log starts where the plan download said, with the held checkout and init under the
+    # apply's headings, in the order an apply's log has them; init ran once.
+    [first_log, *_] = [body for _, path, body in plane.requests if path == "/logs"]
+    assert first_log["offset"] == 12 and first_log["step"] == "apply"
+    lines = plane.log.splitlines()
+    assert lines[:4] == [
+        "--- checkout",
+        f"Plan file verified (SHA-256 {plane.plan['sha256']})",
+        f"Cloning {plane.spec['stack']['repository']} at commit {plane.spec['commit_sha']}",
+        f"Checked out {plane.spec['commit_sha']}: Initial commit (Ada Lovelace <ada@example.com>)",
+    ]
+    assert lines.index("--- init") < lines.index("--- apply")
+    assert plane.log.count("Terraform has been successfully initialized!") == 1
+    assert "init again" not in plane.log
+    # The (made-up) plan file fails in Terraform: the apply itself ran, after the prepared init.
+    assert plane.finished()["status"] == "failed" and "apply" in plane.finished()["error"]
+
+
+async def test_a_prepared_apply_inits_again_when_the_plans_lock_file_or_environment_differs(
+    tmp_path: Path, terraform_binary: str
+) -> None:
+    plane = _prepared_apply(tmp_path, {})
+    assert plane.plan is not None
+    plane.plan["variables"] = [{**plane.spec["variables"][0], "value": "changed after the plan's spec"}]
+
+    await _run_prepared(plane)
+
+    assert plane.initialized_before_plan
+    assert "The plan's lock file or environment is not what the apply prepared with: init again" in plane.log
+    assert plane.log.count("Terraform has been successfully initialized!") == 2
+
+
+async def test_a_prepared_apply_whose_run_went_another_way_stops_without_a_word(
+    tmp_path: Path, terraform_binary: str
+) -> None:
+    plane = _prepared_apply(tmp_path, {})
+    plane.refuse = True
+
+    outcome = await _run_prepared(plane)
+
+    assert (outcome.status, outcome.exit_code) == (None, 2)
+    assert plane.initialized_before_plan
+    # Nothing reached the control plane but the spec and the wait: no log, report or result.
+    assert sorted((method, path) for method, path, _ in plane.requests) == [("GET", "/spec")]

@@ -144,6 +144,12 @@ class PhaseSpec(Answer):
         gt=0,
         description="seconds each network step of a checkout (connect, each read) may wait (FIRSTLUME_GIT_TIMEOUT)",
     )
+    prepared: bool = Field(
+        default=False,
+        description="an apply started while its plan still runs: check out `commit_sha` and init with "
+        "`variables` (the plan's, as its spec had them), report nothing, then wait for `GET /plan`, "
+        "which answers once the apply may begin (its `log_offset` is then the log's)",
+    )
 
 
 # -- reports ------------------------------------------------------------------------------------------
@@ -299,6 +305,11 @@ class PlanDownload(Answer):
     changes: list[PlannedChange] = Field(
         default_factory=list,
         description="the changes the plan lists, in plan order, to follow during the apply",
+    )
+    log_offset: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        description="where the apply's log continues: given to a prepared apply, whose spec could not know it",
     )
 
 

@@ -250,11 +250,10 @@ async def _compare_and_set(
 async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
     session = unit.session
     if effects.revoke_phase_tokens:
-        await session.execute(
-            update(PhaseToken)
-            .where(PhaseToken.run_id == run.id, PhaseToken.revoked_at.is_(None))
-            .values(revoked_at=utcnow())
-        )
+        revoke = update(PhaseToken).where(PhaseToken.run_id == run.id, PhaseToken.revoked_at.is_(None))
+        if effects.keeps_prepared_apply:
+            revoke = revoke.where(PhaseToken.attempt <= run.phase_attempt)
+        await session.execute(revoke.values(revoked_at=utcnow()))
     if effects.fail_running_steps:
         running = await session.scalars(
             select(RunStep.name).where(RunStep.run_id == run.id, RunStep.status == StepStatus.RUNNING)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -16,14 +17,18 @@ from firstlume import metrics
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.collector import young_collections_deferred
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import Phase, RunStatus
+from firstlume.domain.runs import Phase, RunStatus, is_running_phase
 from firstlume.protocol import executor as protocol
-from firstlume.services import dispatch, execution
+from firstlume.pubsub import run_channel
+from firstlume.services import dispatch, execution, prepared
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
 from firstlume.services.state import serials
 
 Message = TypeVar("Message", bound=protocol.Request)
+
+# A prepared apply waiting for its plan checks its run again this often, events or not.
+RECHECK_SECONDS = 1.0
 
 
 def parse(body: dict[str, Any], model: type[Message]) -> Message:
@@ -40,11 +45,20 @@ def model_response(answer: BaseModel) -> Response:
 
 
 @asynccontextmanager
-async def phase_request(request: Request) -> AsyncIterator[tuple[Unit, Run, PhaseToken]]:
+async def phase_request(
+    request: Request, *, prepared: bool = False
+) -> AsyncIterator[tuple[Unit, Run, PhaseToken]]:
+    """`prepared`: a prepared apply's token is good too (its spec, its wait for the plan)."""
     async with context_of(request).unit() as unit:
         # The run row is locked so that reports of one phase apply one after another.
-        run, token = await execution.authenticate_phase(unit.session, bearer_token(request), lock=True)
+        run, token = await execution.authenticate_phase(
+            unit.session, bearer_token(request), lock=True, prepared=prepared
+        )
         yield unit, run, token
+
+
+def _is_running(run: Run, token: PhaseToken) -> bool:
+    return is_running_phase(run.status, run.phase_attempt, token.phase, token.attempt)
 
 
 @asynccontextmanager
@@ -61,7 +75,12 @@ async def phase_report(
 @endpoint
 async def spec(request: Request) -> Response:
     check_query(request)
-    async with phase_request(request) as (unit, run, token):
+    async with phase_request(request, prepared=True) as (unit, run, token):
+        if not _is_running(run, token):
+            # A prepared apply: its plan runs, and its checks come when its apply begins.
+            return model_response(
+                await execution.phase_spec(context_of(request), unit.session, run, token, prepared=True)
+            )
         # An apply whose managed state moved since its plan fails here, before Terraform starts.
         moved = (
             await serials.state_moved_since_plan(unit.session, run) if token.phase == Phase.APPLY else None
@@ -118,8 +137,12 @@ async def state_backends(request: Request) -> Response:
 
 @endpoint
 async def reports(request: Request) -> Response:
+    launch: Callable[[], None] | None = None
     async with phase_report(request, protocol.ReportBatch) as (unit, run, token, batch):
         await execution.record_reports(unit, run, token, batch)
+        launch = await prepared.prepare_apply(context_of(request), unit, run, token.phase, batch)
+    if launch is not None:
+        launch()
     return Response(status_code=204)
 
 
@@ -140,8 +163,31 @@ async def _record_plan(request: Request) -> protocol.PlanRecorded:
 @endpoint
 async def download_plan(request: Request) -> Response:
     check_query(request)
-    async with phase_request(request) as (unit, run, token):
-        return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
+    async with phase_request(request, prepared=True) as (unit, run, token):
+        if _is_running(run, token):
+            return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
+        run_id = run.id
+    return await _plan_once_applying(request, run_id)
+
+
+async def _plan_once_applying(request: Request, run_id: str) -> Response:
+    """A prepared apply's wait: the plan, as soon as the run's apply is this token's phase; a 401
+    once the run went anywhere else (its token then revoked, or its status past the apply); 204
+    after a while of neither, and the executor asks again. Every change of the run's status is
+    published on its channel: subscribed first, then checked, nothing is missed; the check is
+    repeated now and then all the same, should the broker lose an event. No database session is
+    held while it waits."""
+    ctx = context_of(request)
+    deadline = time.monotonic() + prepared.WAIT_SECONDS
+    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
+        while True:
+            async with phase_request(request, prepared=True) as (unit, run, token):
+                if _is_running(run, token):
+                    return model_response(await execution.load_plan(ctx, unit.session, run, token))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return Response(status_code=204)
+            await events.next(min(remaining, RECHECK_SECONDS))
 
 
 @endpoint
