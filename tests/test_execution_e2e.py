@@ -6,6 +6,7 @@ PostgreSQL, and drives it only through the documented REST routes."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,41 @@ def test_apply_without_approval_goes_straight_through_apply_queued(
     assert ("approval", "skipped") in [(s["name"], s["status"]) for s in run["steps"]]
     statuses = _history(ctx, run_id)
     assert statuses == ["queued", "planning", "apply_queued", "applying", "applied"]
+    # The apply was prepared while the plan ran (services/prepared.py): its one token, adopted
+    # by the plan's result, was made before the plan step ended.
+    [apply_token_made] = _apply_tokens(ctx, run_id)
+    [plan_step] = [s for s in run["steps"] if s["name"] == "plan"]
+    assert apply_token_made < datetime.fromisoformat(plan_step["finished_at"])
+    # Its held checkout and init are in the apply step's log, in an apply's order, init once.
+    lines = api.log(run_id, "apply").splitlines()
+    assert [line for line in lines if line.startswith("--- ")] == ["--- checkout", "--- init", "--- apply"]
+    assert lines[1].startswith("Plan file verified") and lines[2].startswith("Cloning ")
+    assert sum("successfully initialized" in line for line in lines) == 1
+
+
+def _apply_tokens(ctx: Context, run_id: str) -> list[datetime]:
+    """When each of the run's apply-phase tokens was made."""
+    import asyncio
+
+    from sqlalchemy import select
+
+    from firstlume.db.engine import Database
+    from firstlume.db.models import PhaseToken
+
+    async def read() -> list[datetime]:
+        db = Database(ctx.settings.database_url)
+        try:
+            async with db.transaction() as session:
+                rows = await session.scalars(
+                    select(PhaseToken.created_at).where(
+                        PhaseToken.run_id == run_id, PhaseToken.phase == "apply"
+                    )
+                )
+                return list(rows)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(read())
 
 
 def _history(ctx: Context, run_id: str) -> list[str]:

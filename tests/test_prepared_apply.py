@@ -165,6 +165,12 @@ async def test_a_prepared_apply_whose_plan_ends_needing_approval_stops_and_the_a
     assert spec.status_code == 200 and spec.json()["prepared"] is False, spec.text
     stale = await served.client.get("/api/v1/executor/spec", headers=bearer(prepared_token))
     assert stale.status_code == 401, stale.text
+    # The prepared attempt (2) is spent: the approved apply is attempt 3, so the prepared
+    # executor's exit, reported however late, is not taken for the apply's.
+    assert spec.json()["attempt"] == 3
+    late_exit = ExecutorDied(PhaseRef(run_id, "apply", 2), "the executor exited with code 2")
+    assert await dispatch.on_executor_died(served.ctx, late_exit) is False
+    assert await status_of(served.ctx, run_id) == "applying"
 
 
 async def test_a_prepared_apply_whose_executor_died_is_launched_anew_by_the_plans_result(

@@ -404,7 +404,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "undoes the whole batch",
     ),
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
-    Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
+    Endpoint(
+        "GET",
+        "/plan",
+        None,
+        PlanDownload,
+        "200",
+        "apply phase; a prepared apply's waits until its apply begins, or answers 204 after 20 s (ask again)",
+    ),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",
