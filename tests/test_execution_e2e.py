@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from firstlume.executor.phase import PREPARED_NOTE
 from firstlume.services.context import Context
 from support.e2e import Api, StackRepo, make_stack_repo
 from support.terraform import requires_terraform
@@ -104,7 +105,8 @@ def test_apply_without_approval_goes_straight_through_apply_queued(
     # Its held checkout and init are in the apply step's log, in an apply's order, init once.
     lines = api.log(run_id, "apply").splitlines()
     assert [line for line in lines if line.startswith("--- ")] == ["--- checkout", "--- init", "--- apply"]
-    assert lines[1].startswith("Plan file verified") and lines[2].startswith("Cloning ")
+    assert lines[1].startswith("Plan file verified") and lines[2] == PREPARED_NOTE
+    assert lines[3].startswith("Cloning ")
     assert sum("successfully initialized" in line for line in lines) == 1
 
 

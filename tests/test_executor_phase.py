@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from firstlume.executor.client import ExecutorClient
-from firstlume.executor.phase import PhaseRunner
+from firstlume.executor.phase import PREPARED_NOTE, PhaseRunner
 
 GOOD_SPEC: dict[str, Any] = {
     "run_id": "run-1",
@@ -447,9 +447,10 @@ async def test_a_prepared_apply_inits_before_its_apply_begins_and_reports_nothin
     [first_log, *_] = [body for _, path, body in plane.requests if path == "/logs"]
     assert first_log["offset"] == 12 and first_log["step"] == "apply"
     lines = plane.log.splitlines()
-    assert lines[:4] == [
+    assert lines[:5] == [
         "--- checkout",
         f"Plan file verified (SHA-256 {plane.plan['sha256']})",
+        PREPARED_NOTE,
         f"Cloning {plane.spec['stack']['repository']} at commit {plane.spec['commit_sha']}",
         f"Checked out {plane.spec['commit_sha']}: Initial commit (Ada Lovelace <ada@example.com>)",
     ]

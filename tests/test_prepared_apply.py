@@ -220,3 +220,29 @@ async def test_a_plan_that_fails_ends_its_prepared_apply(served: Served) -> None
 
     answer = await asyncio.wait_for(waiting, timeout=10)
     assert answer.status_code == 401, answer.text
+
+
+async def test_a_prepared_apply_whose_managed_state_moved_since_the_plan_fails_before_it_applies(
+    served: Served,
+) -> None:
+    from test_state_api import state_doc
+
+    await served.require_approval(False)
+    run_id = await start(served.ctx, served.tenant.token, served.tenant.org, "net", "apply")
+    await served.launched(1)
+    plan = ExecutorReports(served.client, served.launcher.tokens[0])
+    managed = {"kind": "state_backends", "backends": [{"unit": ".", "backend": "firstlume"}]}
+    await plan.post("reports", {"reports": [*CHECKED_OUT_AND_INITIALIZED["reports"], managed]})
+    await served.launched(2)
+    await plan.plan(CREATE_ONE)
+    # Somebody writes the state between the plan's upload and its result (the prepared apply's
+    # spec, which came earlier, could not have seen it).
+    state = f"/api/v1/orgs/{served.tenant.org}/stacks/net/state"
+    written = await served.client.post(state, content=state_doc(1), headers=served.tenant.headers)
+    assert written.status_code == 200, written.text
+    assert await plan.finish() == "applying"
+
+    answer = await served.client.get("/api/v1/executor/plan", headers=bearer(served.launcher.tokens[1]))
+
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "state_changed", answer.text
+    assert await status_of(served.ctx, run_id) == "failed"

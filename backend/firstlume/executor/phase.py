@@ -67,6 +67,9 @@ MAX_ERROR_CHARS = 8000
 _UNAUTHORIZED = "the control plane refused the phase token"
 
 
+# A prepared apply's log says so before the checkout and init it held.
+PREPARED_NOTE = "The checkout and init below ran while the plan was finishing (a prepared apply)"
+
 # Set by the launcher beside the token: which phase the executor is for.
 PHASE_VAR = "FIRSTLUME_PHASE"
 
@@ -389,6 +392,7 @@ class PhaseRunner:
         """The prepared checkout, when it is the plan's commit; its log is now the apply's."""
         if prepared is None or plan.commit_sha != prepared.commit.sha:
             return None
+        self._log(PREPARED_NOTE)
         for line in prepared.lines:
             self._log(line)
         return prepared

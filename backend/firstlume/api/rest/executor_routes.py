@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from firstlume.collector import young_collections_deferred
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus, is_running_phase
 from firstlume.protocol import executor as protocol
-from firstlume.pubsub import run_channel
+from firstlume.pubsub import Subscription, run_channel
 from firstlume.services import dispatch, execution, prepared
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
@@ -162,28 +162,33 @@ async def _record_plan(request: Request) -> protocol.PlanRecorded:
 
 @endpoint
 async def download_plan(request: Request) -> Response:
+    """The plan of a running apply. A prepared apply's request (services/prepared.py) waits: the
+    plan as soon as its apply is this token's phase; a 401 once the run went anywhere else (its
+    token revoked, or its status past the apply); 204 after a while of neither, and the executor
+    asks again. Every change of the run's status is published on its channel: subscribed first,
+    then checked, nothing is missed; the check is repeated now and then all the same, should the
+    broker lose an event. No database session is held while it waits."""
     check_query(request)
-    async with phase_request(request, prepared=True) as (unit, run, token):
-        if _is_running(run, token):
-            return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
-        run_id = run.id
-    return await _plan_once_applying(request, run_id)
-
-
-async def _plan_once_applying(request: Request, run_id: str) -> Response:
-    """A prepared apply's wait: the plan, as soon as the run's apply is this token's phase; a 401
-    once the run went anywhere else (its token then revoked, or its status past the apply); 204
-    after a while of neither, and the executor asks again. Every change of the run's status is
-    published on its channel: subscribed first, then checked, nothing is missed; the check is
-    repeated now and then all the same, should the broker lose an event. No database session is
-    held while it waits."""
     ctx = context_of(request)
     deadline = time.monotonic() + prepared.WAIT_SECONDS
-    async with ctx.pubsub.subscribe(run_channel(run_id)) as events:
+    async with AsyncExitStack() as waiting:
+        events: Subscription | None = None
         while True:
+            moved: str | None = None
             async with phase_request(request, prepared=True) as (unit, run, token):
+                run_id = run.id
                 if _is_running(run, token):
-                    return model_response(await execution.load_plan(ctx, unit.session, run, token))
+                    # As the spec does: an apply whose managed state moved since its plan fails
+                    # before Terraform applies (a prepared apply's spec came before its plan ended).
+                    moved = await serials.state_moved_since_plan(unit.session, run)
+                    if moved is None:
+                        return model_response(await execution.load_plan(ctx, unit.session, run, token))
+                    await execution.fail_run(unit, run, moved, actor="firstlume")
+            if moved is not None:
+                raise serials.StateMoved(moved)  # once the failure is committed
+            if events is None:
+                events = await waiting.enter_async_context(ctx.pubsub.subscribe(run_channel(run_id)))
+                continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Response(status_code=204)
