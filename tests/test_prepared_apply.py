@@ -246,3 +246,13 @@ async def test_a_prepared_apply_whose_managed_state_moved_since_the_plan_fails_b
 
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "state_changed", answer.text
     assert await status_of(served.ctx, run_id) == "failed"
+
+
+def test_only_the_local_launcher_prepares_applies() -> None:
+    # A Kubernetes Job takes seconds to be scheduled, and one that died before its apply began
+    # would go unnoticed until the heartbeat timeout: its applies are launched when they begin.
+    from firstlume.launchers.kubernetes import KubernetesLauncher
+    from firstlume.launchers.local import LocalLauncher
+
+    assert LocalLauncher.prepares_applies is True
+    assert getattr(KubernetesLauncher, "prepares_applies", False) is False
