@@ -5,12 +5,17 @@ PostgreSQL, and drives it only through the documented REST routes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import Select, select
 
+from firstlume.db.engine import Database
+from firstlume.db.models import PhaseToken, RunStatusChange
 from firstlume.executor.phase import PREPARED_NOTE
 from firstlume.services.context import Context
 from support.e2e import Api, StackRepo, make_stack_repo
@@ -110,53 +115,34 @@ def test_apply_without_approval_goes_straight_through_apply_queued(
     assert sum("successfully initialized" in line for line in lines) == 1
 
 
-def _apply_tokens(ctx: Context, run_id: str) -> list[datetime]:
-    """When each of the run's apply-phase tokens was made."""
-    import asyncio
+def _scalars(ctx: Context, statement: Select[Any]) -> list[Any]:
+    """What `statement` selects, read from the served control plane's database."""
 
-    from sqlalchemy import select
-
-    from firstlume.db.engine import Database
-    from firstlume.db.models import PhaseToken
-
-    async def read() -> list[datetime]:
+    async def read() -> list[Any]:
         db = Database(ctx.settings.database_url)
         try:
             async with db.transaction() as session:
-                rows = await session.scalars(
-                    select(PhaseToken.created_at).where(
-                        PhaseToken.run_id == run_id, PhaseToken.phase == "apply"
-                    )
-                )
-                return list(rows)
+                return list(await session.scalars(statement))
         finally:
             await db.dispose()
 
     return asyncio.run(read())
+
+
+def _apply_tokens(ctx: Context, run_id: str) -> list[datetime]:
+    """When each of the run's apply-phase tokens was made."""
+    return _scalars(
+        ctx, select(PhaseToken.created_at).where(PhaseToken.run_id == run_id, PhaseToken.phase == "apply")
+    )
 
 
 def _history(ctx: Context, run_id: str) -> list[str]:
-    import asyncio
-
-    from sqlalchemy import select
-
-    from firstlume.db.engine import Database
-    from firstlume.db.models import RunStatusChange
-
-    async def read() -> list[str]:
-        db = Database(ctx.settings.database_url)
-        try:
-            async with db.transaction() as session:
-                rows = await session.scalars(
-                    select(RunStatusChange.to_status)
-                    .where(RunStatusChange.run_id == run_id)
-                    .order_by(RunStatusChange.id)
-                )
-                return list(rows)
-        finally:
-            await db.dispose()
-
-    return asyncio.run(read())
+    return _scalars(
+        ctx,
+        select(RunStatusChange.to_status)
+        .where(RunStatusChange.run_id == run_id)
+        .order_by(RunStatusChange.id),
+    )
 
 
 def test_discard_releases_the_stack_for_the_next_run(api: Api, repo: StackRepo) -> None:

@@ -79,6 +79,26 @@ class Served:
                 await self.launcher.launch_seen.wait()
         return self.launcher.launched
 
+    async def launched_anew(self, run_id: str, prepared_token: str) -> dict[str, Any]:
+        """Waits for the apply's second launch, with a token of its own, not prepared; the
+        prepared one is dead. Returns the new executor's spec."""
+        assert await self.launched(3) == [(run_id, "plan"), (run_id, "apply"), (run_id, "apply")]
+        fresh_token = self.launcher.tokens[2]
+        assert fresh_token != prepared_token
+        spec = await self.client.get("/api/v1/executor/spec", headers=bearer(fresh_token))
+        assert spec.status_code == 200 and spec.json()["prepared"] is False, spec.text
+        stale = await self.client.get("/api/v1/executor/spec", headers=bearer(prepared_token))
+        assert stale.status_code == 401, stale.text
+        return spec.json()  # type: ignore[no-any-return]
+
+    async def prepared_run(self) -> tuple[str, ExecutorReports, str]:
+        """An apply run without approval whose plan has initialized, its apply prepared: the
+        run, its plan's reports, the prepared apply's token."""
+        await self.require_approval(False)
+        run_id, plan = await self.planning_run()
+        assert await self.launched(2) == [(run_id, "plan"), (run_id, "apply")]
+        return run_id, plan, self.launcher.tokens[1]
+
     async def planning_run(self) -> tuple[str, ExecutorReports]:
         """An apply run whose plan's executor has checked out and initialized."""
         run_id = await start(self.ctx, self.tenant.token, self.tenant.org, "net", "apply")
@@ -141,10 +161,7 @@ async def test_a_plan_whose_apply_needs_approval_prepares_nothing(served: Served
 async def test_a_prepared_apply_whose_plan_ends_needing_approval_stops_and_the_approved_apply_starts_anew(
     served: Served,
 ) -> None:
-    await served.require_approval(False)
-    run_id, plan = await served.planning_run()
-    await served.launched(2)
-    prepared_token = served.launcher.tokens[1]
+    run_id, plan, prepared_token = await served.prepared_run()
     waiting = asyncio.create_task(served.client.get("/api/v1/executor/plan", headers=bearer(prepared_token)))
     # The rule is read again when the plan finishes: now it requires approval.
     await served.require_approval(True)
@@ -158,16 +175,10 @@ async def test_a_prepared_apply_whose_plan_ends_needing_approval_stops_and_the_a
         f"/api/v1/orgs/acme/runs/{run_id}/approve", headers=served.tenant.headers, json={"acknowledged": []}
     )
     assert approved.status_code == 200, approved.text
-    assert await served.launched(3) == [(run_id, "plan"), (run_id, "apply"), (run_id, "apply")]
-    fresh_token = served.launcher.tokens[2]
-    assert fresh_token != prepared_token
-    spec = await served.client.get("/api/v1/executor/spec", headers=bearer(fresh_token))
-    assert spec.status_code == 200 and spec.json()["prepared"] is False, spec.text
-    stale = await served.client.get("/api/v1/executor/spec", headers=bearer(prepared_token))
-    assert stale.status_code == 401, stale.text
+    spec = await served.launched_anew(run_id, prepared_token)
     # The prepared attempt (2) is spent: the approved apply is attempt 3, so the prepared
     # executor's exit, reported however late, is not taken for the apply's.
-    assert spec.json()["attempt"] == 3
+    assert spec["attempt"] == 3
     late_exit = ExecutorDied(PhaseRef(run_id, "apply", 2), "the executor exited with code 2")
     assert await dispatch.on_executor_died(served.ctx, late_exit) is False
     assert await status_of(served.ctx, run_id) == "applying"
@@ -176,10 +187,7 @@ async def test_a_prepared_apply_whose_plan_ends_needing_approval_stops_and_the_a
 async def test_a_prepared_apply_whose_executor_died_is_launched_anew_by_the_plans_result(
     served: Served,
 ) -> None:
-    await served.require_approval(False)
-    run_id, plan = await served.planning_run()
-    await served.launched(2)
-    prepared_token = served.launcher.tokens[1]
+    run_id, plan, prepared_token = await served.prepared_run()
     # Its death, before its apply began, fails nothing: the run is still planning.
     died = ExecutorDied(PhaseRef(run_id, "apply", 2), "the executor exited with code 1")
     assert await dispatch.on_executor_died(served.ctx, died) is False
@@ -187,34 +195,24 @@ async def test_a_prepared_apply_whose_executor_died_is_launched_anew_by_the_plan
 
     await plan.plan(CREATE_ONE)
     assert await plan.finish() == "applying"
-    assert await served.launched(3) == [(run_id, "plan"), (run_id, "apply"), (run_id, "apply")]
-    gone = await served.client.get("/api/v1/executor/spec", headers=bearer(prepared_token))
-    assert gone.status_code == 401, gone.text
-    spec = await served.client.get("/api/v1/executor/spec", headers=bearer(served.launcher.tokens[2]))
-    assert spec.status_code == 200 and spec.json()["prepared"] is False, spec.text
+    await served.launched_anew(run_id, prepared_token)
 
 
 async def test_a_prepared_apply_asks_again_when_its_plan_takes_long(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(prepared, "WAIT_SECONDS", 0.05)
-    await served.require_approval(False)
-    run_id, _ = await served.planning_run()
-    await served.launched(2)
+    run_id, _, prepared_token = await served.prepared_run()
 
-    answer = await served.client.get("/api/v1/executor/plan", headers=bearer(served.launcher.tokens[1]))
+    answer = await served.client.get("/api/v1/executor/plan", headers=bearer(prepared_token))
 
     assert (answer.status_code, answer.content) == (204, b"")
     assert await status_of(served.ctx, run_id) == "planning"
 
 
 async def test_a_plan_that_fails_ends_its_prepared_apply(served: Served) -> None:
-    await served.require_approval(False)
-    _, plan = await served.planning_run()
-    await served.launched(2)
-    waiting = asyncio.create_task(
-        served.client.get("/api/v1/executor/plan", headers=bearer(served.launcher.tokens[1]))
-    )
+    _, plan, prepared_token = await served.prepared_run()
+    waiting = asyncio.create_task(served.client.get("/api/v1/executor/plan", headers=bearer(prepared_token)))
 
     assert await plan.finish("failed", "terraform plan failed") == "failed"
 
