@@ -384,6 +384,7 @@ class PreparedPlane(ControlPlane):
         super().__init__(spec, plan)
         self.work = work
         self.refuse = False
+        self.wait_for_init = True
         self.before_plan: list[tuple[str, str]] = []
         self.initialized_before_plan = False
 
@@ -393,7 +394,7 @@ class PreparedPlane(ControlPlane):
             # Asked for at once, answered (as the control plane does) once the apply begins:
             # here once the prepared init has recorded its backend, or after 10 s.
             initialized = self.work / "checkout" / ".terraform" / "terraform.tfstate"
-            deadline = asyncio.get_running_loop().time() + 10
+            deadline = asyncio.get_running_loop().time() + (10 if self.wait_for_init else 0)
             # A file another process (Terraform) writes: there is no event to wait on.
             while not initialized.is_file() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
@@ -487,3 +488,24 @@ async def test_a_prepared_apply_whose_run_went_another_way_stops_without_a_word(
     assert plane.initialized_before_plan
     # Nothing reached the control plane but the spec and the wait: no log, report or result.
     assert sorted((method, path) for method, path, _ in plane.requests) == [("GET", "/spec")]
+
+
+async def test_a_prepared_apply_whose_preparation_failed_does_it_all_again_once_its_apply_begins(
+    tmp_path: Path, terraform_binary: str
+) -> None:
+    plane = _prepared_apply(tmp_path, {})
+    # The stack's path is in no commit: the preparation fails after its checkout, silently.
+    plane.spec["stack"] = {**plane.spec["stack"], "path": "absent"}
+    plane.wait_for_init = False  # there will be none
+
+    await _run_prepared(plane)
+
+    assert sorted(plane.before_plan) == [("GET", "/spec")]  # nothing reported of the failure
+    lines = plane.log.splitlines()
+    assert PREPARED_NOTE not in lines
+    assert lines[:3] == [
+        "--- checkout",
+        f"Plan file verified (SHA-256 {plane.plan['sha256']})",
+        f"Cloning {plane.spec['stack']['repository']} at commit {plane.spec['commit_sha']}",
+    ]
+    assert "does not exist in commit" in plane.finished()["error"]

@@ -254,3 +254,25 @@ def test_only_the_local_launcher_prepares_applies() -> None:
 
     assert LocalLauncher.prepares_applies is True
     assert getattr(KubernetesLauncher, "prepares_applies", False) is False
+
+
+async def test_a_prepared_apply_reads_its_stacks_state_and_writes_nothing_before_its_apply_begins(
+    served: Served,
+) -> None:
+    from test_state_api import lock_info, state_doc
+
+    state = f"/api/v1/orgs/{served.tenant.org}/stacks/net/state"
+    written = await served.client.post(state, content=state_doc(1), headers=served.tenant.headers)
+    assert written.status_code == 200, written.text
+    _, _, prepared_token = await served.prepared_run()
+
+    # Its `terraform init` reads the state while the plan holds the lock...
+    read = await served.client.get(state, headers=bearer(prepared_token))
+    assert read.status_code == 200 and read.content == state_doc(1), read.text
+    # ...and neither locks nor writes it until its apply begins.
+    lock = await served.client.request(
+        "LOCK", f"{state}/lock", content=lock_info("L1"), headers=bearer(prepared_token)
+    )
+    assert lock.status_code == 401, lock.text
+    write = await served.client.post(state, content=state_doc(2), headers=bearer(prepared_token))
+    assert write.status_code == 401, write.text

@@ -70,7 +70,10 @@ def test_an_apply_without_approval_prepared_while_its_plan_held_the_lock_keeps_i
     api: Api, repo: StackRepo
 ) -> None:
     # The apply's executor initializes the http backend while the plan still holds the state's
-    # lock (services/prepared.py): init takes no lock, and the apply then takes it in turn.
+    # lock (services/prepared.py): init reads the state and takes no lock, and the apply then
+    # takes it in turn. Enough resources that the plan is still running when that init reads.
+    many = 'resource "terraform_data" "many" {\n  count = 300\n  input = count.index\n}\n'
+    repo.commit({"main.tf": CODE + many}, "Many")
     api.settings("", {"require_approval": False})
     api.create_stack("app", repo)
     run_id = api.start("app", "apply")

@@ -404,6 +404,7 @@ class PhaseRunner:
         stack = spec.stack
         async with self._step(APPLY_STEP, heading=False, last=True):
             self._heading("checkout")
+            verified = prepared is not None
             if prepared is not None:
                 plan = await (self._plan or self.client.get_plan())
                 for variable in plan.variables:
@@ -412,7 +413,7 @@ class PhaseRunner:
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
                 prepared = self._prepared_for(prepared, plan)
             if prepared is None:
-                commit, plan, plan_bytes = await self._checkout_for_apply(spec)
+                commit, plan, plan_bytes = await self._checkout_for_apply(spec, verified_logged=verified)
                 code_dir = self._code_dir(stack.path, commit)
                 config = load_config(code_dir)
                 self._heading("init")
@@ -443,8 +444,11 @@ class PhaseRunner:
             if failure is not None:
                 raise failure
 
-    async def _checkout_for_apply(self, spec: PhaseSpec) -> tuple[Commit, PlanDownload, bytes]:
-        """The plan, verified, and its commit checked out."""
+    async def _checkout_for_apply(
+        self, spec: PhaseSpec, *, verified_logged: bool = False
+    ) -> tuple[Commit, PlanDownload, bytes]:
+        """The plan, verified, and its commit checked out (`verified_logged`: the log already
+        says the plan was verified)."""
         stack = spec.stack
         # The spec names the plan's commit: it is cloned while the plan downloads, and used
         # only once the plan is verified and made at that commit.
@@ -460,7 +464,7 @@ class PhaseRunner:
                 raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
             if not sha:
                 raise PhaseFailure("the control plane gave no commit to apply")
-            if not spec.prepared:
+            if not verified_logged:
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
             self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
             commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))

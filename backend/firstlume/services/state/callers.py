@@ -44,12 +44,20 @@ class StateCaller:
 
 
 async def state_caller(
-    session: AsyncSession, token: str | None, org_slug: str, stack_slug: str, need: Need
+    session: AsyncSession,
+    token: str | None,
+    org_slug: str,
+    stack_slug: str,
+    need: Need,
+    *,
+    prepared: bool = False,
 ) -> StateCaller:
     """The caller of a state route: an executor's phase token (its own checks), or a person's
-    token, who needs `need` (the permission table's) in the organization."""
+    token, who needs `need` (the permission table's) in the organization. `prepared`: a read,
+    which a prepared apply's token may make before its apply begins (its `terraform init`
+    reads the state; it writes and locks nothing until then)."""
     if token and token.startswith(PHASE_TOKEN_PREFIX):
-        run, phase_token = await authenticate_phase(session, token)
+        run, phase_token = await authenticate_phase(session, token, prepared=prepared)
         found = (
             await session.execute(
                 select(Organization, Stack)
