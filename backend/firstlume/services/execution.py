@@ -105,7 +105,7 @@ async def authenticate_phase(
     """The run and phase a live executor token is for; `lock` locks the run's row. PostgreSQL
     hands a locked row back as it is once the lock is had, so the phase is checked on that.
     `prepared`: a prepared apply's token (services/prepared.py) is good too, before its apply
-    begins (only its spec and its wait for the plan take one)."""
+    begins (only its spec, its wait for the plan and reads of its stack's state take one)."""
     if not token:
         raise Unauthenticated("Send the executor's phase token: 'Authorization: Bearer <token>'.")
     found = (await session.execute(_PHASE_OF_TOKEN[lock], {"token_hash": hash_token(token)})).first()
