@@ -223,15 +223,16 @@ class PhaseRunner:
                 self._plan = asyncio.ensure_future(self.client.get_plan())
             try:
                 plan = await self._plan
-            except Unauthorized:
-                # The run went another way (approval after all, no changes, a failure).
-                self._remove_overrides()
-                await self._drop_plan()
-                return PhaseOutcome(None, "the prepared apply did not begin", None, 2)
             except ControlPlaneError as exc:
                 self._remove_overrides()
                 await self._drop_plan()
-                return PhaseOutcome(None, f"the prepared apply could not wait for its plan: {exc}", None, 2)
+                # A 401: the run went another way (approval after all, no changes, a failure).
+                why = (
+                    "the prepared apply did not begin"
+                    if isinstance(exc, Unauthorized)
+                    else f"the prepared apply could not wait for its plan: {exc}"
+                )
+                return PhaseOutcome(None, why, None, 2)
             spec = spec.model_copy(update={"log_offset": plan.log_offset or 0})
         self.logs = LogShipper(
             self.client, offset=spec.log_offset, masker=self.masker, interval=self.ship_interval
@@ -404,16 +405,13 @@ class PhaseRunner:
         stack = spec.stack
         async with self._step(APPLY_STEP, heading=False, last=True):
             self._heading("checkout")
-            verified = prepared is not None
+            verified: tuple[PlanDownload, bytes] | None = None
             if prepared is not None:
-                plan = await (self._plan or self.client.get_plan())
-                for variable in plan.variables:
-                    self._add_secret_variable(variable)
-                plan_bytes = self._verified_plan_file(plan)
+                verified = plan, plan_bytes = await self._verified_plan()
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
                 prepared = self._prepared_for(prepared, plan)
             if prepared is None:
-                commit, plan, plan_bytes = await self._checkout_for_apply(spec, verified_logged=verified)
+                commit, plan, plan_bytes = await self._checkout_for_apply(spec, verified)
                 code_dir = self._code_dir(stack.path, commit)
                 config = load_config(code_dir)
                 self._heading("init")
@@ -444,27 +442,31 @@ class PhaseRunner:
             if failure is not None:
                 raise failure
 
+    async def _verified_plan(self) -> tuple[PlanDownload, bytes]:
+        """The plan to apply and its file, checked against its SHA-256; its secrets masked."""
+        plan = await (self._plan or self.client.get_plan())
+        for variable in plan.variables:
+            self._add_secret_variable(variable)
+        return plan, self._verified_plan_file(plan)
+
     async def _checkout_for_apply(
-        self, spec: PhaseSpec, *, verified_logged: bool = False
+        self, spec: PhaseSpec, verified: tuple[PlanDownload, bytes] | None = None
     ) -> tuple[Commit, PlanDownload, bytes]:
-        """The plan, verified, and its commit checked out (`verified_logged`: the log already
-        says the plan was verified)."""
+        """The plan, verified, and its commit checked out (`verified`: the plan, already
+        verified and logged so)."""
         stack = spec.stack
         # The spec names the plan's commit: it is cloned while the plan downloads, and used
         # only once the plan is verified and made at that commit.
         cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
         try:
-            plan = await (self._plan or self.client.get_plan())
-            for variable in plan.variables:
-                self._add_secret_variable(variable)
-            plan_bytes = self._verified_plan_file(plan)
+            plan, plan_bytes = verified or await self._verified_plan()
             sha = spec.commit_sha or plan.commit_sha
             planned_at, named = plan.commit_sha, spec.commit_sha
             if planned_at and named and planned_at != named:
                 raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
             if not sha:
                 raise PhaseFailure("the control plane gave no commit to apply")
-            if not verified_logged:
+            if verified is None:
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
             self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
             commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
