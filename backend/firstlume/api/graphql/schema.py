@@ -28,7 +28,6 @@ from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
-from firstlume.api.graphql.plain_fields import resolve_directly
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.shared_events import SharedEventExecutor
 from firstlume.api.graphql.subscriptions import Subscription
@@ -126,4 +125,3 @@ schema = FirstlumeSchema(
     ],
     execution_context_class=SharedEventExecutor,
 )
-resolve_directly(schema)

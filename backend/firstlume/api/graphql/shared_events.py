@@ -27,8 +27,8 @@ from graphql import (
     Visitor,
     visit,
 )
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from firstlume.api.graphql.plain_fields import PlainFieldsExecutor
 from firstlume.api.graphql.types.runs import LogChunk
 from firstlume.services.logs import SHARED_SLICE_CHARS, LogSlice
 
@@ -83,7 +83,7 @@ def _event_variables(operation: OperationDefinitionNode, fragments: dict[str, An
     return frozenset(found.names)
 
 
-class SharedEventExecutor(PlainFieldsExecutor):
+class SharedEventExecutor(StrawberryGraphQLCoreExecutionContext):
     # Set on the executor of one event (a copy of its subscription's) whose result may be shared.
     shares_results = False
 
