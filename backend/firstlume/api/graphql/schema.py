@@ -29,7 +29,6 @@ from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
 from firstlume.api.graphql.queries import Query
-from firstlume.api.graphql.shared_events import SharedEventExecutor
 from firstlume.api.graphql.subscriptions import Subscription
 from firstlume.api.graphql.types.catalog import Organization
 from firstlume.api.graphql.types.state import StackState
@@ -123,5 +122,4 @@ schema = FirstlumeSchema(
         # After validation (an invalid document has no cost), before execution.
         CostLimit,
     ],
-    execution_context_class=SharedEventExecutor,
 )

@@ -20,7 +20,6 @@ from strawberry.types import Info
 from firstlume import metrics
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.loaders import Loaders
-from firstlume.api.graphql.shared_events import shared_chunk
 from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.runs import ACTIVE, FINISHED
@@ -229,7 +228,7 @@ class Subscription:
         run = await run_of_org(info, org, str(run_id))
         with metrics.active_subscription("runLog"):
             async for part in info.context.app.log_tails.follow(run.id, step, from_offset):
-                yield shared_chunk(part)
+                yield LogChunk.of(part)
 
     @strawberry.subscription(
         description="The run now, then again whenever its status, steps, commit, configuration or summary "
