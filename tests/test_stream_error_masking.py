@@ -1,6 +1,6 @@
-"""Streamed results skip the error masking's hook when they carry no error
-(api/graphql/extensions_runner.py); one that does is still masked: an unexpected failure in the
-middle of a subscription reaches the client as "Unexpected error.", never with its detail."""
+"""A subscription's results without errors reach the client as they are; an unexpected failure in
+the middle of a subscription reaches it as "Unexpected error.", never with its detail, and an
+expected one keeps its sentence and code."""
 
 from __future__ import annotations
 

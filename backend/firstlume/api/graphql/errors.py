@@ -126,9 +126,6 @@ class ErrorPolicy(MaskErrors):
     resolver is replaced by "Unexpected error.", so no detail or trace reaches a client.
     Validation errors (wrong types, unknown fields, too deep) pass as graphql-core words them."""
 
-    # A streamed result without errors has nothing to mask (api/graphql/extensions_runner.py).
-    ACTS_ON_ERRORS_ONLY = True
-
     def __init__(self) -> None:
         super().__init__(should_mask_error=raised_by_resolver)
 

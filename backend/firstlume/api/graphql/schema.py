@@ -16,14 +16,12 @@ from strawberry.extensions import (
 )
 from strawberry.extensions.max_aliases import create_validator as aliases_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
-from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from firstlume import metrics
 from firstlume.api.graphql.cost import CostLimit
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
-from firstlume.api.graphql.extensions_runner import OncePerOperationRunner
 from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
@@ -86,11 +84,6 @@ class RequestMetrics(SchemaExtension):
 
 
 class FirstlumeSchema(strawberry.Schema):
-    def create_extensions_runner(
-        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
-    ) -> SchemaExtensionsRunner:
-        return OncePerOperationRunner(execution_context=execution_context, extensions=extensions)
-
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
