@@ -193,8 +193,8 @@ async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 def app_statements(app: Starlette) -> Iterator[StatementCounter]:
-    """The statements `app` runs, on its engine and its GraphQL query thread's."""
-    counter = StatementCounter(app.state.ctx.db, app.state.query_thread.db)
+    """The statements `app` runs on its engine."""
+    counter = StatementCounter(app.state.ctx.db)
     yield counter
     counter.close()
 

@@ -1,5 +1,5 @@
 """A new SQLite file opened by several engines at once (the server's: requests, the relay, the
-notifier, the query thread) is switched to WAL by one of them; the others, refused at once by
+notifier) is switched to WAL by one of them; the others, refused at once by
 SQLite with "database is locked", try again (db/engine.py `_use_wal`) instead of failing their
 first statement."""
 

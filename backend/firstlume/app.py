@@ -16,7 +16,6 @@ from starlette.routing import BaseRoute, Route
 from firstlume.api import health, metrics_route
 from firstlume.api.body_limits import BodyLimits
 from firstlume.api.graphql.app import graphql_routes
-from firstlume.api.graphql.query_thread import QueryThread
 from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import (
     access_routes,
@@ -108,9 +107,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
         ctx.notifier = NotificationSender(ctx, db=notifier_db)
         await ctx.notifier.start()
-        query_thread = QueryThread(ctx)
-        query_thread.start()
-        app.state.query_thread = query_thread
         scheduler = None
         drift = None
         if settings.scheduler_enabled:
@@ -145,7 +141,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await ctx.token_watch.stop()
             await notifier_db.dispose()
             await relay.stop()
-            await query_thread.stop()
             await pubsub.disconnect()
             await relay_db.dispose()
             await db.dispose()

@@ -14,7 +14,7 @@ from firstlume.db.engine import Database
 
 class StatementCounter:
     def __init__(self, db: Database, *more: Database) -> None:
-        """Counts on every engine given: a served app's and its GraphQL query thread's."""
+        """Counts on every engine given."""
         self.statements: list[str] = []
         # Statements SQLAlchemy compiled for this execution (no cache key, or not yet cached).
         self.compiled_anew: list[str] = []

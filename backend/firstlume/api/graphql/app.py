@@ -21,7 +21,6 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Bas
 from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.graphql.context import GraphQLContext
-from firstlume.api.graphql.query_thread import QueryThread, query_request
 from firstlume.api.graphql.schema import schema
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input, json_output
@@ -31,10 +30,6 @@ from firstlume.services.reads import ReadScope
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
 READS_KEY = "firstlume.reads"
-# The services context a request runs with when it is not the app's: a query on the query thread.
-CONTEXT_KEY = "firstlume.context"
-# The organization and stack a query is about, read with its caller (org_root.py).
-ABOUT_KEY = "firstlume.about"
 
 log = logging.getLogger("firstlume.api.graphql")
 
@@ -70,20 +65,7 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
             await super().__call__(scope, receive, send)
             return
         request = Request(scope=scope, receive=receive)
-        thread: QueryThread | None = getattr(request.app.state, "query_thread", None)
-        query = (
-            query_request(request.method, await request.body(), request.query_params)
-            if thread is not None
-            else None
-        )
-        if thread is not None and query is not None:
-            # Executed (and encoded) on the query thread's loop with its database engine; the
-            # body was read here, where the request's channel lives.
-            request.scope[CONTEXT_KEY] = thread.ctx
-            request.scope[ABOUT_KEY] = query.about()
-            response = await thread.run(self._respond(request))
-        else:
-            response = await self._respond(request)
+        response = await self._respond(request)
         await response(scope, receive, send)
 
     async def _respond(self, request: Request) -> Response:
@@ -129,13 +111,11 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> GraphQLContext:
-        app = request.scope.get(CONTEXT_KEY) or request.app.state.ctx
-        context = GraphQLContext(app=app, connection=request, response=response)
+        context = GraphQLContext(app=request.app.state.ctx, connection=request, response=response)
         if not isinstance(request, WebSocket):
             context.reads = request.scope[READS_KEY] = ReadScope(context.app.db)
-            await context.authenticate(
-                request.headers.get("authorization"), about=request.scope.get(ABOUT_KEY)
-            )
+            # Read once the operation is known (AuthenticateCaller, context.py).
+            context.authorization = request.headers.get("authorization")
         return context
 
     @overload

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import HTTPConnection
+from strawberry.extensions import SchemaExtension
 from strawberry.types import Info
 
 from firstlume.api.graphql.loaders import Loaders
-from firstlume.api.graphql.org_root import OrgRoot
+from firstlume.api.graphql.org_root import OrgRoot, about_of
 from firstlume.domain.errors import Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
@@ -32,6 +34,9 @@ class GraphQLContext:
     # One read session per HTTP request (closed by the endpoint when the response is ready); a
     # WebSocket connection reads per use instead, since it may stay open for hours.
     reads: ReadScope | None = None
+    # An HTTP request's Authorization header, until its operation is known and AuthenticateCaller
+    # reads it (then None); a WebSocket authenticates when it opens.
+    authorization: str | None = None
     _loaders: Loaders | None = None
     # What the query is about, read with its caller: the organization (None when the caller is
     # not a member of one by that slug) and the stack it asks for (None when there is none).
@@ -83,6 +88,26 @@ class GraphQLContext:
             return None
         stacks = {about.stack: self.about_stack} if about.stack is not None else {}
         return self.about_org, stacks
+
+
+class AuthenticateCaller(SchemaExtension):
+    """Authenticates an HTTP request's caller once its operation is parsed and validated: a query
+    about one organization (org_root.py) then reads the caller, the organization and its stack in
+    one statement. No resolver runs before this."""
+
+    async def on_execute(self) -> AsyncIterator[None]:
+        execution = self.execution_context
+        context = execution.context
+        if isinstance(context, GraphQLContext) and context.authorization is not None:
+            authorization, context.authorization = context.authorization, None
+            document = execution.graphql_document
+            about = (
+                about_of(document, execution.operation_name, execution.variables)
+                if document is not None
+                else None
+            )
+            await context.authenticate(authorization, about)
+        yield
 
 
 def bearer_token(authorization: Any) -> str | None:

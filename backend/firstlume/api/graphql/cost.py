@@ -11,7 +11,6 @@ of a run, 10,000 at once) passes.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -79,8 +78,6 @@ def estimate(
 
 
 _estimates: OrderedDict[tuple[str, str | None, bytes], int] = OrderedDict()
-# Queries run on their own thread (query_thread.py), the rest on the server's loop.
-_estimates_lock = threading.Lock()
 
 
 def known_estimate(
@@ -95,14 +92,12 @@ def known_estimate(
     key = _estimate_key(text, operation_name, variables)
     if key is None:
         return estimate(schema, document, operation_name, variables)
-    with _estimates_lock:
-        cost = _estimates.get(key)
+    cost = _estimates.get(key)
     if cost is None:
         cost = estimate(schema, document, operation_name, variables)
-        with _estimates_lock:
-            _estimates[key] = cost
-            if len(_estimates) > KEPT_ESTIMATES:
-                _estimates.popitem(last=False)
+        _estimates[key] = cost
+        if len(_estimates) > KEPT_ESTIMATES:
+            _estimates.popitem(last=False)
     return cost
 
 

@@ -7,9 +7,8 @@ that reads the organization (if they are a member) and that stack, as a REST req
 organization is (services/accounts.authenticate_in_org): one statement, where authenticating
 and then resolving `organization` took two. Any other query authenticates as before.
 
-Only the query's syntax is read here: a slug given by a variable is taken from the request's
-variables when it is a string there, and otherwise the query takes the usual path (validation
-then answers for a wrong variable, as before).
+Only the query's syntax is read here, once it is validated: a slug given by a variable is taken
+from the request's variables when it is a string there.
 """
 
 from __future__ import annotations
@@ -19,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
+    DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
     OperationDefinitionNode,
+    OperationType,
     StringValueNode,
     ValueNode,
     VariableNode,
@@ -44,8 +45,7 @@ class OrgRoot:
 
 @dataclass(frozen=True)
 class Shape:
-    """Where a query names its organization and stack: a literal or a variable each (worked out
-    once per document, kept with its parse)."""
+    """Where a query names its organization and stack: a literal or a variable each."""
 
     org: ValueNode
     stack: ValueNode | None
@@ -57,6 +57,23 @@ class Shape:
             return None
         stack = _value(self.stack, values) if self.stack is not None else None
         return OrgRoot(org, stack)
+
+
+def about_of(
+    document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None
+) -> OrgRoot | None:
+    """What the operation `operation_name` of a validated document is about, if it is a query
+    about one organization."""
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    chosen = next(
+        (o for o in operations if operation_name is None or (o.name and o.name.value == operation_name)),
+        None,
+    )
+    if chosen is None or chosen.operation != OperationType.QUERY:
+        return None
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    shape = shape_of(chosen, fragments)
+    return shape.about(variables) if shape is not None else None
 
 
 def shape_of(

@@ -20,6 +20,7 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from firstlume import metrics
+from firstlume.api.graphql.context import AuthenticateCaller
 from firstlume.api.graphql.cost import CostLimit
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
@@ -114,5 +115,6 @@ schema = FirstlumeSchema(
         TokenStillValid,
         # After validation (an invalid document has no cost), before execution.
         CostLimit,
+        AuthenticateCaller,
     ],
 )
