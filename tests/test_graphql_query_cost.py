@@ -7,23 +7,27 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from graphql import OperationDefinitionNode, parse
+from graphql import OperationDefinitionNode, build_schema, parse
 from sqlalchemy import event
 from starlette.applications import Starlette
 
 from conftest import LiveServer, Tenant
 from firstlume.api.graphql import cost
-from firstlume.api.graphql.cost import MAX_COST, estimate, known_estimate
+from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.cost import MAX_COST, estimate
 from firstlume.api.graphql.schema import MAX_ALIASES, schema
 from firstlume.services.context import Context
 from test_graphql_cost import seed_runs
 
 FRONTEND = Path(__file__).resolve().parents[1] / "frontend" / "src" / "graphql"
+# The served schema as graphql-core types, for estimates made outside a validation.
+SERVED = build_schema(schema.as_str())
 RUN_FIELDS = "id number status type createdAt createdBy commit { sha } summary { text } steps { name status }"
 # The issue's query: runs(first: 100) → stack → runs → … eleven levels deep, no aliases.
 NESTED = (
@@ -55,7 +59,7 @@ def most_expensive_allowed() -> str:
 
 
 def cost_of(query: str, variables: dict[str, Any] | None = None) -> int:
-    return estimate(schema._schema, parse(query), None, variables or {})
+    return estimate(SERVED, parse(query), None, variables or {})
 
 
 def test_every_operation_of_the_web_ui_is_within_the_limit() -> None:
@@ -64,7 +68,7 @@ def test_every_operation_of_the_web_ui_is_within_the_limit() -> None:
     names = [d.name.value for d in document.definitions if isinstance(d, OperationDefinitionNode) and d.name]
     assert "RunChangeGroup" in names and "StackPage" in names
     for name in names:
-        cost = estimate(schema._schema, document, name, {"first": 100})
+        cost = estimate(SERVED, document, name, {"first": 100})
         assert 0 < cost <= MAX_COST, (name, cost)
 
 
@@ -77,7 +81,9 @@ def test_the_estimate_grows_with_list_sizes_and_depth() -> None:
     assert cost_of(NESTED) > 100**3 >= MAX_COST
 
 
-def test_an_estimate_is_kept_per_text_operation_and_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_document_is_estimated_once_per_operation_and_page_sizes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     made: list[int] = []
 
     def counted(*args: Any) -> int:
@@ -85,18 +91,26 @@ def test_an_estimate_is_kept_per_text_operation_and_variables(monkeypatch: pytes
         return made[-1]
 
     monkeypatch.setattr(cost, "estimate", counted)
-    text = 'query Page($n: Int!, $o: String) { organization(slug: "a") { stack(slug: "s") { runs(first: $n) { nodes { id } } } } }'
-    document = parse(text)
+    # A text of its own: what is kept lives as long as the process.
+    text = f"""query Page($n: Int!, $o: String!) {{ organization(slug: $o) {{
+      p{uuid.uuid4().hex}: stack(slug: "s") {{ runs(first: $n) {{ nodes {{ id }} }} }} }} }}
+    query Other($o: String!) {{ organization(slug: $o) {{ stacks {{ slug }} }} }}"""
+    # Without a caller: validated (and estimated), then refused by the first resolver.
+    anonymous = GraphQLContext(app=None, connection=None, response=None)  # type: ignore[arg-type]
 
-    def known(variables: dict[str, Any], name: str | None = "Page") -> int:
-        return known_estimate(schema._schema, document, text, name, variables)
+    async def codes(name: str = "Page", **variables: Any) -> list[str]:
+        result = await schema.execute(
+            text, variable_values=variables, context_value=anonymous, operation_name=name
+        )
+        return [str((error.extensions or {}).get("code")) for error in result.errors or ()]
 
-    small = known({"n": 10, "o": "x"})
-    assert known({"o": "x", "n": 10}) == small and len(made) == 1  # the same variables, in any order
-    large = known({"n": 100, "o": "x"})
-    assert large > small and len(made) == 2  # other variables: estimated anew
-    assert known({"n": 10, "o": "x"}, None) == small and len(made) == 3  # another operation name
-    assert known({"n": 100, "o": "x"}) == large and len(made) == 3
+    assert await codes(n=10, o="acme") == ["unauthenticated"] and len(made) == 1
+    # Other variables, the same page size: neither validated nor estimated again.
+    assert await codes(o="globex", n=10) == ["unauthenticated"] and len(made) == 1
+    assert await codes(n=100, o="acme") == ["unauthenticated"] and len(made) == 2
+    assert await codes(n=10**6, o="acme") == ["query_too_costly"] and len(made) == 3
+    assert await codes("Other", o="acme") == ["unauthenticated"] and len(made) == 4
+    assert await codes(n=100, o="initech") == ["unauthenticated"] and len(made) == 4
 
 
 async def test_a_costly_query_is_refused_before_it_runs(app: Starlette, ctx: Context, tenant: Tenant) -> None:

@@ -7,15 +7,20 @@ other list counts as DEFAULT_LIST_SIZE items, unless LIST_SIZES knows better. De
 through the lists, so `runs(first: 100) { nodes { stack { runs(first: 100) … } } }` grows as
 100 to the power of its nesting and is refused, where the web UI's widest query (every change
 of a run, 10,000 at once) passes.
+
+The limit is a validation rule: graphql-core's ValidationContext holds the schema it walks. The
+rule is made for the operation's name and the values of the variables that size its lists
+(`cost_rule`), so strawberry's validation cache keeps its verdict with the rest of the
+document's: a document asked again with the same page sizes, whatever its other variables, is
+neither validated nor estimated again.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
-import orjson
 from graphql import (
     DocumentNode,
     FieldNode,
@@ -30,7 +35,10 @@ from graphql import (
     GraphQLSchema,
     InlineFragmentNode,
     OperationDefinitionNode,
+    SelectionNode,
     SelectionSetNode,
+    ValidationRule,
+    VariableNode,
     get_named_type,
     get_nullable_type,
 )
@@ -49,10 +57,8 @@ SIZE_ARGUMENTS = ("first", "limit", "last")
 # the page its group belongs to, so together they are no more than that page.
 # A resource change has at most a plan and an apply stage.
 LIST_SIZES: Mapping[str, int] = {"ChangeGroup.changes": 1, "ResourceChange.stages": 2}
-# Estimates kept per operation text, operation name and variables: clients send the same few
-# operations with the same few variables, and an estimate walks the whole document (a
-# fortieth of a stack page's server time).
-KEPT_ESTIMATES = 256
+# Cost rules kept, one per operation name and page sizes (each a key of the validation cache).
+KEPT_RULES = 256
 
 
 class QueryTooCostly(GraphQLError):
@@ -77,41 +83,6 @@ def estimate(
     return _Estimator(schema, fragments, variables).selections(operation.selection_set, root, 1, False)
 
 
-_estimates: OrderedDict[tuple[str, str | None, bytes], int] = OrderedDict()
-
-
-def known_estimate(
-    schema: GraphQLSchema,
-    document: DocumentNode,
-    text: str | None,
-    operation_name: str | None,
-    variables: Mapping[str, Any],
-) -> int:
-    """`estimate`, of a document parsed from `text`, kept for the next time it is asked (not
-    kept for a document given without its text)."""
-    key = _estimate_key(text, operation_name, variables)
-    if key is None:
-        return estimate(schema, document, operation_name, variables)
-    cost = _estimates.get(key)
-    if cost is None:
-        cost = estimate(schema, document, operation_name, variables)
-        _estimates[key] = cost
-        if len(_estimates) > KEPT_ESTIMATES:
-            _estimates.popitem(last=False)
-    return cost
-
-
-def _estimate_key(
-    text: str | None, operation_name: str | None, variables: Mapping[str, Any]
-) -> tuple[str, str | None, bytes] | None:
-    if text is None:
-        return None
-    try:
-        return (text, operation_name, orjson.dumps(variables, option=orjson.OPT_SORT_KEYS))
-    except TypeError:  # variables that are not JSON (those read from a request always are)
-        return None
-
-
 def _operation(document: DocumentNode, name: str | None) -> OperationDefinitionNode | None:
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     for operation in operations:
@@ -130,6 +101,9 @@ class _Estimator:
         self.schema = schema
         self.fragments = fragments
         self.variables = variables
+        # The fragments being expanded: a fragment that spreads itself, which validation
+        # refuses, is not expanded again.
+        self.expanding: set[str] = set()
 
     def selections(
         self, selection_set: SelectionSetNode, parent: GraphQLNamedType, items: int, sized: bool
@@ -182,10 +156,14 @@ class _Estimator:
                 yield from self._fields(selection.selection_set, on)
             elif isinstance(selection, FragmentSpreadNode):
                 fragment = self.fragments.get(selection.name.value)
-                if fragment is not None:
-                    yield from self._fields(
-                        fragment.selection_set, self._type(fragment.type_condition.name.value, parent)
-                    )
+                if fragment is not None and fragment.name.value not in self.expanding:
+                    self.expanding.add(fragment.name.value)
+                    try:
+                        yield from self._fields(
+                            fragment.selection_set, self._type(fragment.type_condition.name.value, parent)
+                        )
+                    finally:
+                        self.expanding.discard(fragment.name.value)
 
     def _type(self, name: str | None, parent: GraphQLNamedType) -> GraphQLNamedType:
         found = self.schema.get_type(name) if name else None
@@ -206,23 +184,64 @@ class _Estimator:
         return None
 
 
+def size_variables(document: DocumentNode) -> frozenset[str]:
+    """The variables given to a list's size argument anywhere in the document (read before it is
+    validated: every definition once, no fragment followed)."""
+    names: set[str] = set()
+
+    def read(selections: tuple[SelectionNode, ...] | list[SelectionNode]) -> None:
+        for selection in selections:
+            if isinstance(selection, FieldNode):
+                for argument in selection.arguments or ():
+                    if argument.name.value in SIZE_ARGUMENTS and isinstance(argument.value, VariableNode):
+                        names.add(argument.value.name.value)
+            selection_set = getattr(selection, "selection_set", None)
+            if selection_set is not None:
+                read(selection_set.selections)
+
+    for definition in document.definitions:
+        if isinstance(definition, OperationDefinitionNode | FragmentDefinitionNode):
+            read(definition.selection_set.selections)
+    return frozenset(names)
+
+
+@lru_cache(maxsize=KEPT_RULES)
+def cost_rule(operation_name: str | None, sizes: tuple[tuple[str, Any], ...]) -> type[ValidationRule]:
+    """The rule that refuses the operation `operation_name` when its estimate, with these values
+    of its size variables, exceeds MAX_COST. One class per name and sizes: the validation cache
+    keys on the rules."""
+    variables = dict(sizes)
+
+    class CostRule(ValidationRule):
+        def leave_document(self, node: DocumentNode, *_: Any) -> None:
+            cost = estimate(self.context.schema, node, operation_name, variables)
+            if cost > MAX_COST:
+                self.report_error(QueryTooCostly(cost))
+
+    return CostRule
+
+
+def _hashable(value: Any) -> Any:
+    # A list or an object where a size goes is refused by validation; its estimate counts it as
+    # DEFAULT_LIST_SIZE, as any other value that is not a number.
+    return value if not isinstance(value, list | dict) else "not a number"
+
+
 class CostLimit(SchemaExtension):
-    """Refuses, before it runs, an operation whose estimated cost exceeds MAX_COST."""
+    """Refuses, before it runs, an operation whose estimated cost exceeds MAX_COST: adds its cost
+    rule to the rules the validation after it (strawberry's own, or its cache) applies."""
 
     def on_validate(self) -> Iterator[None]:
-        # Runs after ValidationCache has validated the document (an invalid one, which could
-        # hold a fragment cycle, is never estimated) and before Strawberry checks for errors:
-        # what is set here takes the place of execution.
         context = self.execution_context
-        validated = context.pre_execution_errors is not None and not context.pre_execution_errors
-        if validated and context.graphql_document is not None:
-            cost = known_estimate(
-                context.schema._schema,
-                context.graphql_document,
-                context.query,
-                context.operation_name,
-                context.variables or {},
+        if context.graphql_document is not None:
+            variables = context.variables or {}
+            sizes = tuple(
+                sorted(
+                    (name, _hashable(variables[name]))
+                    for name in size_variables(context.graphql_document)
+                    if name in variables
+                )
             )
-            if cost > MAX_COST:
-                context.pre_execution_errors = [QueryTooCostly(cost)]
+            rule = cost_rule(context.operation_name, sizes)
+            context.validation_rules = (*context.validation_rules, rule)
         yield

@@ -102,19 +102,19 @@ schema = FirstlumeSchema(
     query=Query,
     mutation=RootMutation,
     subscription=RootSubscription,
-    # In this order: the token limit applies to parsing (and so to what is cached); the NUL check
-    # comes after the validation cache, whose result it replaces when it refuses.
+    # In this order: the token limit applies to parsing (and so to what is cached); the cost
+    # limit adds its rule before the validation cache validates; the NUL check comes after the
+    # validation cache, whose result it replaces when it refuses.
     extensions=[
         RequestMetrics,
         ErrorPolicy,
         TokenLimit,
         DocumentCache,
         Limits,
+        CostLimit,
         ValidatedCache,
         RejectNulCharacters,
         TokenStillValid,
-        # After validation (an invalid document has no cost), before execution.
-        CostLimit,
         AuthenticateCaller,
     ],
 )
