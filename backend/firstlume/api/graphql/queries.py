@@ -31,19 +31,20 @@ class Query:
     async def organization(self, info: Info[GraphQLContext, None], slug: str) -> Organization | None:
         actor = info.context.require_actor()
         loaders = info.context.loaders()
-        # A query about one stack of the organization (a stack's page) reads it in the same
-        # statement as the organization.
-        stack_slugs = {args.get("slug") for args in arguments_of(info, "stack")}
-        stack_slug = stack_slugs.pop() if len(stack_slugs) == 1 else None
         known = info.context.known_org(slug)
-        if known is not None and (not isinstance(stack_slug, str) or stack_slug in known[1]):
-            # Read with the caller, before the query ran (org_root.py).
+        if known is not None:
+            # Read with the caller, before the query ran (org_root.py); a stack not read then is
+            # read by its loader.
             org, stacks = known
             if org is None:
                 return None
             for known_slug, stack in stacks.items():
                 loaders.stacks_by_slug[(org.id, known_slug)] = stack
             return Organization(row=org, loaders=loaders)
+        # A query about one stack of the organization (a stack's page) reads it in the same
+        # statement as the organization.
+        stack_slugs = {args.get("slug") for args in arguments_of(info, "stack")}
+        stack_slug = stack_slugs.pop() if len(stack_slugs) == 1 else None
         try:
             async with loaders.reads.session() as session:
                 if isinstance(stack_slug, str):
