@@ -23,7 +23,13 @@ from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.runs import ACTIVE, FINISHED
-from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
+from firstlume.protocol.events import (
+    ChangesStored,
+    ResourcesChanged,
+    RunStatusChanged,
+    RunUpdated,
+    StepChanged,
+)
 from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
@@ -54,7 +60,11 @@ def _finished(status: Any) -> bool:
 
 # Runs -----------------------------------------------------------------------------------------
 
-RUN_EVENTS = ("status", "step", "run", "changes")
+# What changes a run for its viewers (its log has its own view).
+RUN_EVENTS = (RunStatusChanged, StepChanged, RunUpdated, ChangesStored)
+# What changes a run's resources: a status change can touch every change at once (approval: all
+# pending), as can storing the plan's changes.
+RESOURCE_EVENTS = (ResourcesChanged, ChangesStored, RunStatusChanged)
 # Bookkeeping that moves without the run changing for its viewers (the log has its own view).
 UNSHOWN_RUN_COLUMNS = ("heartbeat_at", "phase_attempt", "log_length")
 
@@ -96,7 +106,7 @@ async def follow_run(ctx: Context, run_id: str) -> AsyncIterator[Run]:
                 event = await events.next(SAFETY_POLL_SECONDS)
                 if event is CLOSED:
                     return
-                if event is None or event.type in RUN_EVENTS:
+                if event is None or isinstance(event, RUN_EVENTS):
                     break
             if any(e is CLOSED for e in events.pending()):
                 return
@@ -139,8 +149,7 @@ async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[Reso
                 if isinstance(item, ResourcesChanged) and item.addresses is not None:
                     if addresses is not None:
                         addresses.update(item.addresses)
-                elif item.type in ("resources", "changes", "status"):
-                    # A status change can touch every change at once (approval: all pending).
+                elif isinstance(item, RESOURCE_EVENTS):
                     addresses = None
             if event is None:
                 async with ctx.db.read() as session:
