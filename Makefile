@@ -51,7 +51,7 @@ schema: install
 
 # The executor protocol's message tables in docs/executor-protocol.md, from its models.
 protocol-doc: install
-	$(BIN)/python -m firstlume.protocol.doc docs/executor-protocol.md
+	$(BIN)/python scripts/protocol_doc.py docs/executor-protocol.md
 
 bench: install
 	$(BIN)/python bench/bench_apply.py postgresql --repeat=5

@@ -3,22 +3,35 @@ document that describes them agree, and the executor's side imports nothing of t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from starlette.routing import Route
 
 from firstlume.api.rest.executor_routes import routes
-from firstlume.protocol import doc
 from firstlume.protocol.executor import ENDPOINTS
 from support.answering import refusing_control_plane as refusing
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL_DOC = ROOT / "docs" / "executor-protocol.md"
+
+
+def _generator() -> ModuleType:
+    """scripts/protocol_doc.py, the dev tool that writes PROTOCOL_DOC's tables."""
+    spec = importlib.util.spec_from_file_location("protocol_doc", ROOT / "scripts" / "protocol_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+doc = _generator()
 
 
 def test_the_document_shows_the_models_as_they_are() -> None:

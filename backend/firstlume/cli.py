@@ -159,7 +159,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export_schema(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_export_graphql(settings: Settings, args: argparse.Namespace) -> int:
     from firstlume.api.graphql.schema import schema
 
     text = schema.as_str() + "\n"
@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("export-schema", help="write the GraphQL schema (SDL)")
     schema.add_argument("output", nargs="?", default="schema.graphql")
-    schema.set_defaults(handler=cmd_export_schema)
+    schema.set_defaults(handler=cmd_export_graphql)
 
     docs = sub.add_parser("settings-docs", help="print the README's tables of FIRSTLUME_* settings")
     docs.add_argument("--write", metavar="README", help="replace the tables in this file instead")

@@ -1,6 +1,7 @@
-"""The executor protocol's messages as Markdown, from the models' JSON Schema.
+"""The executor protocol's messages as Markdown, from the models' JSON Schema (a dev tool, kept
+out of the package):
 
-    python -m firstlume.protocol.doc docs/executor-protocol.md   (or `make protocol-doc`)
+    python scripts/protocol_doc.py docs/executor-protocol.md   (or `make protocol-doc`)
 
 rewrites the part of the document between the two markers below; a test fails when the
 committed document differs from what this prints.
@@ -131,7 +132,7 @@ _ENUMS = _enum_names()
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m firstlume.protocol.doc docs/executor-protocol.md", file=sys.stderr)
+        print("usage: python scripts/protocol_doc.py docs/executor-protocol.md", file=sys.stderr)
         return 2
     path = Path(argv[0])
     path.write_text(update(path.read_text(encoding="utf-8")), encoding="utf-8")
