@@ -19,8 +19,8 @@ log = logging.getLogger("firstlume.test-background")
 class Scripted(BackgroundService):
     """Its passes do what the test queued: raise an error, block until cancelled, or pass."""
 
-    def __init__(self, name: str, *, interval: float = 3600.0, drains: float = 0.0) -> None:
-        super().__init__(name, interval=interval, log=log, drains=drains)
+    def __init__(self, name: str, *, interval: float = 3600.0, stop_grace: float = 0.0) -> None:
+        super().__init__(name, interval=interval, log=log, stop_grace=stop_grace)
         self.script: list[BaseException | str] = []
         self.passes = 0
         self.passed = asyncio.Event()
@@ -140,7 +140,7 @@ async def test_stop_is_prompt(step: str, caplog: pytest.LogCaptureFixture) -> No
 
 
 async def test_a_draining_service_ends_its_pass_and_makes_a_last_one_before_it_stops() -> None:
-    service = Scripted("test-drain", drains=5.0)
+    service = Scripted("test-drain", stop_grace=5.0)
     await service.start()
     await next_event(service.passed)
     service.script = ["slow"]
@@ -151,7 +151,7 @@ async def test_a_draining_service_ends_its_pass_and_makes_a_last_one_before_it_s
 
 
 async def test_a_draining_stop_cancels_a_pass_that_outlasts_its_grace() -> None:
-    service = Scripted("test-drain-late", drains=0.05)
+    service = Scripted("test-drain-late", stop_grace=0.05)
     service.script = ["block"]
     await service.start()
     await next_event(service.entered)

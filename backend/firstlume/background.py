@@ -7,10 +7,10 @@ the next, until it is stopped.
 - Error policy: a pass that raises is logged (with its traceback when a run of failures starts or
   its error changes, then one line each), counted in firstlume_background_failed_passes_total,
   and the next pass waits at least retry.SERVICE_PASS's backoff (a kick still starts it at once:
-  whoever kicked has just committed, so the database is back). The loop goes on; it never dies
-  of an error. Only `stop()` ends it.
+  it brings work, most often from a commit, which says the database answers again). The loop
+  goes on; it never dies of an error. Only `stop()` ends it.
 - `stop()` is prompt: a pause ends at once and a pass in progress is cancelled, unless the
-  service `drains` (the outbox relay), whose pass may end and which makes a last one first.
+  service has a `stop_grace` (the outbox relay): its pass may end, and it makes a last one first.
 - Its last good pass: firstlume_background_last_pass_timestamp_seconds{service}, and `health()`
   for /readyz.
 """
@@ -27,18 +27,20 @@ from firstlume import metrics, retry
 
 
 class BackgroundService(ABC):
-    def __init__(self, name: str, *, interval: float, log: logging.Logger, drains: float = 0.0) -> None:
+    def __init__(self, name: str, *, interval: float, log: logging.Logger, stop_grace: float = 0.0) -> None:
         self.name = name
         self.interval = interval
         self.log = log
         # Seconds a stop waits for the pass in progress and a last one (0: it cancels the pass).
-        self.drains = drains
+        self.stop_grace = stop_grace
         self.failures = 0  # passes failed in a row
         self._kicked = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._last_pass: float | None = None
         self._last_error = ""
+        self._passed_metric = metrics.BACKGROUND_LAST_PASS.labels(service=name)
+        self._failed_metric = metrics.BACKGROUND_FAILED_PASSES.labels(service=name)
 
     @abstractmethod
     async def run_pass(self) -> None:
@@ -77,10 +79,12 @@ class BackgroundService(ABC):
             return
         self._stopping = True
         self._kicked.set()
-        if self.drains:
-            done, _ = await asyncio.wait({task}, timeout=self.drains)
+        if self.stop_grace:
+            done, _ = await asyncio.wait({task}, timeout=self.stop_grace)
             if not done:
-                self.log.warning("%s did not end its last pass within %gs; stopped", self.name, self.drains)
+                self.log.warning(
+                    "%s did not end its last pass within %gs; stopped", self.name, self.stop_grace
+                )
         task.cancel()
         with suppress(asyncio.CancelledError):
             await task
@@ -93,7 +97,7 @@ class BackgroundService(ABC):
         task = asyncio.current_task()
         assert task is not None
         while True:
-            last = self._stopping  # a draining stop's last pass
+            last = self._stopping  # the last pass of a stop with a grace
             self._kicked.clear()
             try:
                 await self.run_pass()
@@ -107,7 +111,7 @@ class BackgroundService(ABC):
                 self._failed(error)
             else:
                 self._passed()
-            if last or task.cancelling() or (self._stopping and not self.drains):
+            if last or task.cancelling() or (self._stopping and not self.stop_grace):
                 return
             delay = self.next_pass_in()
             if self.failures:
@@ -120,11 +124,11 @@ class BackgroundService(ABC):
         self.failures = 0
         self._last_error = ""
         self._last_pass = time.monotonic()
-        metrics.BACKGROUND_LAST_PASS.labels(service=self.name).set_to_current_time()
+        self._passed_metric.set_to_current_time()
 
     def _failed(self, error: BaseException) -> None:
         self.failures += 1
-        metrics.BACKGROUND_FAILED_PASSES.labels(service=self.name).inc()
+        self._failed_metric.inc()
         kind = type(error).__name__
         if kind != self._last_error:
             self.log.error("%s: a pass failed; trying again", self.name, exc_info=error)

@@ -106,7 +106,7 @@ class OutboxRelay(BackgroundService):
         cleanup_interval: float = 600.0,
         stop_grace: float = 5.0,
     ) -> None:
-        super().__init__("outbox-relay", interval=interval, log=log, drains=stop_grace)
+        super().__init__("outbox-relay", interval=interval, log=log, stop_grace=stop_grace)
         self.db = db
         self.pubsub = pubsub
         self.pace = pace
