@@ -105,13 +105,13 @@ async def test_a_cancellation_from_inside_a_pass_does_not_end_the_loop() -> None
 
 async def test_the_health_entry_and_the_metric_follow_the_last_good_pass() -> None:
     service = Scripted("test-health")
-    assert service.health() == {"running": False, "last_pass_age_s": None, "failed_passes_in_a_row": 0}
+    assert service.health() == {"up": False, "last_pass_age_s": None, "failed_passes_in_a_row": 0}
     before = time.time()
     await service.start()
     try:
         await next_event(service.passed)
         health = service.health()
-        assert health["running"] is True and health["failed_passes_in_a_row"] == 0
+        assert health["up"] is True and health["failed_passes_in_a_row"] == 0
         age = health["last_pass_age_s"]
         assert isinstance(age, float) and 0 <= age < 5
         stamp = last_pass_at("test-health")
@@ -123,7 +123,7 @@ async def test_the_health_entry_and_the_metric_follow_the_last_good_pass() -> No
         assert service.health()["failed_passes_in_a_row"] == 1
     finally:
         await service.stop()
-    assert service.health()["running"] is False
+    assert service.health()["up"] is False
 
 
 @pytest.mark.parametrize("step", ["block", "cancel becomes an error", "pause"])

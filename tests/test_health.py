@@ -30,7 +30,7 @@ async def test_ready_reports_each_background_service_and_its_last_pass(client: h
         assert asyncio.get_running_loop().time() < deadline, services  # each passes as it starts
         await asyncio.sleep(0.02)
     for service in services.values():
-        assert service["running"] is True and service["failed_passes_in_a_row"] == 0
+        assert service["up"] is True and service["failed_passes_in_a_row"] == 0
         assert 0 <= service["last_pass_age_s"] < 10
 
 

@@ -91,7 +91,7 @@ class BackgroundService(ABC):
 
     def health(self) -> dict[str, object]:
         age = None if self._last_pass is None else round(time.monotonic() - self._last_pass, 3)
-        return {"running": self.running, "last_pass_age_s": age, "failed_passes_in_a_row": self.failures}
+        return {"up": self.running, "last_pass_age_s": age, "failed_passes_in_a_row": self.failures}
 
     async def _run(self) -> None:
         task = asyncio.current_task()

@@ -10,7 +10,8 @@
 | notification_delivery | services/notifications/sender.py | a webhook not answered 2xx (the row's next try) | for 24 hours | the setting, doubling to 1 h, ±20 % |
 | SERVICE_PASS | background.py | a background service's failed pass | for ever | at least 1 s doubling to 15 s, ±20 % |
 
-Anything else fails at once. Retries within one call go through tenacity (`Policy.retrying`);
+Loops that try again at their next tick (the executor's heartbeat and shippers) need no policy.
+Retries within one call go through tenacity (`Policy.retrying`);
 the outbox and the notification sender keep a row's next try in the database, `Backoff.delay`
 after its failures. tenacity rather than stamina: stamina is a layer over tenacity that cannot
 take the sleep a test or a synchronous hook supplies, and retries on exceptions only.

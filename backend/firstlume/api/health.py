@@ -1,5 +1,5 @@
 """Probes: /healthz says the process is up; /readyz that the database answers and is migrated,
-and how this process's background services (background.py) fare: running, seconds since their
+and how this process's background services (background.py) fare: up, seconds since their
 last good pass, failed passes in a row. Those are reported, not judged: a service whose passes
 fail keeps trying, and readiness stays the database's."""
 
