@@ -20,8 +20,8 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     ctx = request.app.state.ctx
-    running: list[BackgroundService] = getattr(request.app.state, "services", [])
-    services = {service.name: service.health() for service in running}
+    started: list[BackgroundService] = getattr(request.app.state, "services", [])
+    services = {service.name: service.health() for service in started}
     try:
         revision = await database_revision(ctx.db)
     except Exception:
