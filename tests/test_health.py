@@ -1,7 +1,9 @@
-"""The probes the Helm chart points at: /healthz (process up) and /readyz (database migrated)."""
+"""The probes the Helm chart points at: /healthz (process up) and /readyz (database migrated),
+which also reports this process's background services."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -15,6 +17,21 @@ async def test_ready_when_the_database_is_at_the_current_migration(client: httpx
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ok"
+
+
+async def test_ready_reports_each_background_service_and_its_last_pass(client: httpx.AsyncClient) -> None:
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        services = (await client.get("/readyz")).json()["services"]
+        # This app runs no scheduler: its relay, its sender and its token watch.
+        assert set(services) == {"outbox-relay", "notification-sender", "token-watch"}
+        if all(s["last_pass_age_s"] is not None for s in services.values()):
+            break
+        assert asyncio.get_running_loop().time() < deadline, services  # each passes as it starts
+        await asyncio.sleep(0.02)
+    for service in services.values():
+        assert service["up"] is True and service["failed_passes_in_a_row"] == 0
+        assert 0 <= service["last_pass_age_s"] < 10
 
 
 async def test_not_ready_before_migrations_but_alive(tmp_path: Path) -> None:

@@ -108,6 +108,18 @@ async def test_metrics_after_real_runs(server: LiveServer, api: Api, tenant: Ten
     assert value(samples, "firstlume_graphql_request_duration_seconds_count", operation="query") >= 1
     assert value(samples, "firstlume_active_subscriptions", field="runUpdated") == 0
     assert ("firstlume_notification_deliveries_total", ()) not in samples  # defined, labelled, none yet
+    # Every background service of a served control plane has passed, and none failed.
+    services = (
+        "scheduler",
+        "outbox-relay",
+        "notification-sender",
+        "drift-scheduler",
+        "git-poll",
+        "token-watch",
+    )
+    for service in services:
+        assert value(samples, "firstlume_background_last_pass_timestamp_seconds", service=service) > 0
+    assert value(samples, "firstlume_background_failed_passes_total") == 0
     # No series per run: route labels are templates.
     assert not [key for key in samples if any(planned in v for _, v in key[1])]
 

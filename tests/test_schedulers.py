@@ -315,7 +315,7 @@ async def test_a_run_started_during_a_pass_is_launched_without_waiting_for_the_i
     process_ctx.pubsub = ctx.pubsub  # hears the events the services publish
     launcher = StartsARunWhileFinishingAPass(launches, start_second)
     scheduler = Scheduler(process_ctx, launcher)
-    launcher.heard = scheduler._wake
+    launcher.heard = scheduler._kicked  # the base service's wake-up (background.py)
     await scheduler.start()
     try:
         first = await start(ctx, tenant.token, tenant.org, "first", "plan")

@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
         ctx.notifier = NotificationSender(ctx, db=notifier_db)
         await ctx.notifier.start()
+        await ctx.token_watch.start()
         scheduler = None
         drift = None
         if settings.scheduler_enabled:
@@ -125,6 +126,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.scheduler_enabled and settings.git_poll_interval > 0:
             poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
             await poller.start()
+        # Their state answers /readyz (api/health.py).
+        services = (relay, ctx.notifier, ctx.token_watch, scheduler, drift, poller)
+        app.state.services = [service for service in services if service is not None]
         try:
             yield
         finally:
@@ -137,8 +141,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 ctx.launch_claimed = None
                 await scheduler.stop()
             await ctx.notifier.stop()
-            if "token_watch" in vars(ctx):  # made by the first subscription, if any
-                await ctx.token_watch.stop()
+            await ctx.token_watch.stop()
             await notifier_db.dispose()
             await relay.stop()
             await pubsub.disconnect()

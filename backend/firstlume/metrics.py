@@ -74,6 +74,19 @@ NOTIFICATION_DELIVERIES = Counter(
     registry=REGISTRY,
 )
 
+BACKGROUND_LAST_PASS = Gauge(
+    "firstlume_background_last_pass_timestamp_seconds",
+    "When each background service (scheduler, outbox relay, ...) last ended a pass without error.",
+    ["service"],
+    registry=REGISTRY,
+)
+BACKGROUND_FAILED_PASSES = Counter(
+    "firstlume_background_failed_passes_total",
+    "Passes of a background service that raised (logged, then tried again), by service.",
+    ["service"],
+    registry=REGISTRY,
+)
+
 
 @contextmanager
 def active_subscription(field: str) -> Iterator[None]:

@@ -5,7 +5,7 @@ offsets), never whole logs, since PostgreSQL NOTIFY payloads must stay under 800
 subscriber that needs data reads it from the database, which stays the source of truth.
 
 On PostgreSQL the event connection survives the server ending it (a restart, a failover,
-`pg_terminate_backend`): it reconnects with backoff, listens again on every channel that has
+`pg_terminate_backend`): it reconnects (retry.BROKER_RECONNECT), listens again on every channel that has
 subscribers, and then gives each of them a `Resync`, since events sent meanwhile were lost.
 While it is down, `publish` raises PublishFailed at once; callers decide whether to retry (the
 outbox relay) or to drop a best-effort wake-up.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
@@ -28,6 +27,7 @@ from broadcaster._base import Unsubscribed
 from prometheus_client import Counter
 from pydantic import ValidationError
 
+from firstlume import retry
 from firstlume.protocol.events import Closed, Event, Resync, decode, encode
 
 log = logging.getLogger("firstlume.pubsub")
@@ -77,13 +77,11 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         self,
         url: str,
         *,
-        max_backoff: float = 5.0,
         check_interval: float = 0.5,
         probe_interval: float = 10.0,
         probe_timeout: float = 5.0,
     ) -> None:
         self._url = url
-        self._max_backoff = max_backoff
         self._check_interval = check_interval
         self._probe_interval = probe_interval
         self._probe_timeout = probe_timeout
@@ -144,21 +142,16 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         )
 
     async def _reconnect(self) -> None:
-        delay = 0.05
-        while not self._closing:
-            try:
+        async for attempt in retry.BROKER_RECONNECT.retrying(
+            CONNECTION_ERRORS, log=log, what="reconnecting the pub/sub connection"
+        ):
+            with attempt:
                 async with self._turn:
                     self._conn = await self._open()
-            except CONNECTION_ERRORS as error:
-                log.warning("pub/sub reconnect failed (%s); next try in %.1fs", error, delay)
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-                delay = min(delay * 2, self._max_backoff)
-                continue
-            log.warning("the pub/sub connection to PostgreSQL is back")
-            resync = encode(Resync())
-            for channel in list(self._channels):
-                self._queue.put_nowait(BroadcastEvent(channel=channel, message=resync))
-            return
+        log.warning("the pub/sub connection to PostgreSQL is back")
+        resync = encode(Resync())
+        for channel in list(self._channels):
+            self._queue.put_nowait(BroadcastEvent(channel=channel, message=resync))
 
     async def _probe_forever(self) -> None:
         """asyncpg does not always call its termination listeners (when it reads the server's

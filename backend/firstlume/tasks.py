@@ -1,5 +1,5 @@
 """Stopping background tasks: the executor's shippers (logs, resource states, reports,
-heartbeats) and the control plane's token watch."""
+heartbeats). The control plane's loops are background services (background.py)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.util import await_
 
+from firstlume import retry
 from firstlume.db.single_write import SINGLE_WRITE, OneWrite, guard
 from firstlume.domain import json_output, json_stored
 
@@ -34,8 +35,6 @@ READ_ONLY = "firstlume_read_only"
 # the burst reuses them. Overflow stays as headroom for rare peaks.
 POOL_SIZE = 20
 MAX_OVERFLOW = 20
-# Tries at switching a new SQLite file to WAL while other connections do the same (about 4 s).
-WAL_ATTEMPTS = 20
 # Connections are renewed after half an hour so that idle ones are not cut by firewalls in between.
 POOL_RECYCLE_SECONDS = 1800
 
@@ -50,15 +49,19 @@ def _use_wal(cursor: Any) -> None:
     """Puts the database file in WAL mode (it stays so). The first connections to a new file (the
     server's engines start at once) may all try to switch it: SQLite refuses all but one at once
     with "database is locked", without waiting for the busy timeout, so a refused one tries
-    again shortly, on the event loop's time."""
-    for attempt in range(WAL_ATTEMPTS):
-        try:
+    again shortly (retry.SQLITE_WAL_SWITCH), on the event loop's time."""
+    for attempt in retry.SQLITE_WAL_SWITCH.retrying_sync(_locked, sleep=_sleep_on_the_loop):
+        with attempt:
             cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except Exception as error:
-            if "database is locked" not in str(error) or attempt == WAL_ATTEMPTS - 1:
-                raise
-        await_(asyncio.sleep(0.02 * (attempt + 1)))
+
+
+def _locked(error: BaseException) -> bool:
+    return "database is locked" in str(error)
+
+
+def _sleep_on_the_loop(seconds: float) -> None:
+    """Sleeps without blocking the event loop, from a connect hook (run in SQLAlchemy's greenlet)."""
+    await_(asyncio.sleep(seconds))
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:

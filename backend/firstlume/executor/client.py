@@ -2,7 +2,7 @@
 
 Requests are built from the protocol's models and answers parsed into them, so a malformed
 answer is an `InvalidAnswer` that names the field, not a KeyError deep in a phase. Connection
-errors and 5xx answers are retried with exponential backoff, a bounded number of times. A 401
+errors and 5xx answers are retried (retry.CONTROL_PLANE_REQUEST), a bounded number of times. A 401
 raises `Unauthorized` (the token is dead: the executor stops); any other 4xx raises
 `RequestRejected` with the error code of the REST error shape.
 """
@@ -10,7 +10,6 @@ raises `Unauthorized` (the token is dead: the executor stops); any other 4xx rai
 from __future__ import annotations
 
 import asyncio
-import random
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from firstlume import retry
 from firstlume.domain.runs import StepStatus
 from firstlume.protocol.executor import (
     Answer,
@@ -92,9 +92,7 @@ class ExecutorClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
-        max_attempts: int = 6,
-        backoff_seconds: float = 0.5,
-        max_backoff_seconds: float = 10.0,
+        max_attempts: int | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._http = httpx.AsyncClient(
@@ -109,9 +107,7 @@ class ExecutorClient:
         # Terraform's http backend reaches the managed state with these (executor/managed_state.py).
         self.base_url = base_url.rstrip("/")
         self.token = token
-        self._max_attempts = max(1, max_attempts)
-        self._backoff = backoff_seconds
-        self._max_backoff = max_backoff_seconds
+        self._max_attempts = max(1, max_attempts or retry.CONTROL_PLANE_REQUEST.attempts or 1)
         self._sleep = sleep
 
     async def aclose(self) -> None:
@@ -226,32 +222,41 @@ class ExecutorClient:
         lost, already did the work; the request then returns None."""
         content = body.model_dump_json().encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if content is not None else None
-        failure = ""
-        attempts = attempts or self._max_attempts
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                await self._sleep(self._delay(attempt - 1))
-            try:
-                response = await self._http.request(method, path, content=content, headers=headers)
-            except httpx.TransportError as exc:
-                failure = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                continue
-            if response.status_code >= 500:
-                failure = f"{response.status_code} {_error_fields(response)[1]}"
-                continue
-            if response.status_code >= 400:
-                rejection = _rejection(method, path, response)
-                if attempt > 1 and done_on_retry is not None and done_on_retry(rejection):
-                    return None
-                raise rejection
-            return response
-        raise ControlPlaneUnavailable(
-            f"{method} {path} failed after {attempts} attempts; last error: {failure}"
-        )
+        tries = attempts or self._max_attempts
+        try:
+            async for attempt in retry.CONTROL_PLANE_REQUEST.retrying(
+                _Unanswered, attempts=tries, sleep=self._sleep
+            ):
+                with attempt:
+                    response = await self._send(method, path, content, headers)
+                    if response.status_code >= 400:
+                        rejection = _rejection(method, path, response)
+                        retried = attempt.retry_state.attempt_number > 1
+                        if retried and done_on_retry is not None and done_on_retry(rejection):
+                            return None
+                        raise rejection
+                    return response
+        except _Unanswered as failure:
+            raise ControlPlaneUnavailable(
+                f"{method} {path} failed after {tries} attempts; last error: {failure}"
+            ) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _delay(self, retry: int) -> float:
-        delay = min(self._max_backoff, self._backoff * 2 ** (retry - 1))
-        return float(delay * (0.5 + random.random() / 2))
+    async def _send(
+        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
+    ) -> httpx.Response:
+        """The answer, unless it is one worth asking again for (no answer, a 5xx): _Unanswered."""
+        try:
+            response = await self._http.request(method, path, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            raise _Unanswered(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        if response.status_code >= 500:
+            raise _Unanswered(f"{response.status_code} {_error_fields(response)[1]}")
+        return response
+
+
+class _Unanswered(Exception):
+    """No answer (a connection error) or a 5xx: retried (retry.CONTROL_PLANE_REQUEST)."""
 
 
 def _tls_verification(base_url: str) -> ssl.SSLContext | bool:

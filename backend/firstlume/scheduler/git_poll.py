@@ -3,11 +3,10 @@ stacks' repositories for their branch heads (services/git/polling.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-from contextlib import suppress
 
+from firstlume.background import BackgroundService
 from firstlume.services.context import Context
 from firstlume.services.git.polling import claim_poll, poll_once
 from firstlume.services.git.remote import GitCache
@@ -18,30 +17,14 @@ log = logging.getLogger("firstlume.git")
 MAX_CHECK_SECONDS = 5.0
 
 
-class GitPoller:
+class GitPoller(BackgroundService):
     def __init__(self, ctx: Context, cache: GitCache, interval: float) -> None:
+        super().__init__("git-poll", interval=min(interval / 4, MAX_CHECK_SECONDS), log=log)
         self.ctx = ctx
         self.cache = cache
-        self.interval = interval
+        self.poll_interval = interval
         self.holder = uuid.uuid4().hex[:12]
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="firstlume-git-poll")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                if await claim_poll(self.ctx, self.interval, self.holder):
-                    await poll_once(self.ctx, self.cache)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("polling Git repositories failed")
-            await asyncio.sleep(min(self.interval / 4, MAX_CHECK_SECONDS))
+    async def run_pass(self) -> None:
+        if await claim_poll(self.ctx, self.poll_interval, self.holder):
+            await poll_once(self.ctx, self.cache)

@@ -4,7 +4,7 @@ is read from the database, so a restarted or second process picks up exactly whe
 Each pass: clean up after canceled runs, claim queued phases until none is left and launch them,
 fail runs whose heartbeat stopped, and ask the launcher which executors died. A pass starts at
 once when an event says there is work (a run started, approved, ended or canceled), and at the
-latest every FIRSTLUME_SCHEDULER_INTERVAL seconds. The scheduler is the only caller of the
+latest every FIRSTLUME_SCHEDULER_INTERVAL seconds (a background service: background.py). The scheduler is the only caller of the
 launcher: the API changes the database, and the scheduler makes the executors follow (a plan's
 result that claims its own apply hands the launch to the scheduler: launch_claimed).
 """
@@ -16,11 +16,11 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import cast
 
-from firstlume import metrics
+from firstlume import metrics, retry
+from firstlume.background import BackgroundService
 from firstlume.db.types import utcnow
 from firstlume.domain.claims import APPLIES, BOTH, PLANS, Claim
 from firstlume.domain.runs import RunStatus
@@ -29,6 +29,7 @@ from firstlume.protocol.events import Event, RunStatusChanged, scheduler_claims
 from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.tasks import cancel_and_wait
 
 log = logging.getLogger("firstlume.scheduler")
 
@@ -48,7 +49,7 @@ CANCEL_MARGIN = timedelta(seconds=60)
 WOKEN_MEMORY_SECONDS = 300.0
 
 
-class Scheduler:
+class Scheduler(BackgroundService):
     def __init__(
         self,
         ctx: Context,
@@ -58,16 +59,17 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         serving_since: Callable[[], datetime | None] | None = None,
     ) -> None:
+        super().__init__("scheduler", interval=ctx.settings.scheduler_interval, log=log)
         self.ctx = ctx
         # When the server first answered a request (None: not yet): heartbeats can arrive only
         # from then, and a start-up (launcher, connections, binding) can take longer than the
         # heartbeat timeout on a busy machine.
         self._serving_since = serving_since
         self.launcher = launcher
-        self._wake = asyncio.Event()
         # The claims the events heard since the last pass call for (domain/claims.py).
         self._claims: set[Claim] = set()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._listener: asyncio.Task[None] | None = None
+        self._checked_at: float | None = None
         self._limit = asyncio.Semaphore(LAUNCH_CONCURRENCY)
         self._clock = clock
         self._reconcile_every = cancel_reconcile_seconds
@@ -93,15 +95,12 @@ class Scheduler:
         # Heartbeats could not reach a control plane that was down: none is missed before then.
         self._up_since = utcnow()
         await self.launcher.start(self._on_death)
-        self._tasks.append(asyncio.create_task(self._loop(), name="firstlume-scheduler"))
-        self._tasks.append(asyncio.create_task(self._listen(), name="firstlume-scheduler-wake"))
+        await super().start()
+        self._listener = asyncio.create_task(self._listen(), name="firstlume-scheduler-wake")
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with suppress(asyncio.CancelledError, Exception):
-                await task
+        await super().stop()
+        await cancel_and_wait(self._listener)
         # A launch already committed ends first: dropped, its run would wait for the heartbeat
         # timeout; ended, the launcher's close stops its executor like every other.
         if self._handed_over:
@@ -120,7 +119,7 @@ class Scheduler:
         if not claims:
             return
         self._claims.update(claims)
-        self._wake.set()
+        self.kick()
 
     def launch_claimed(self, launches: list[PhaseLaunch]) -> None:
         """Launches phases claimed and committed outside a pass (services/dispatch.py
@@ -168,42 +167,31 @@ class Scheduler:
 
     async def _listen(self) -> None:
         # Starting, approving, ending or canceling a run publishes on this channel, so the next
-        # pass happens at once rather than at the next tick.
-        while True:
-            try:
+        # pass happens at once rather than at the next tick. While the subscription is down,
+        # passes follow the interval.
+        async for attempt in retry.BROKER_RECONNECT.retrying(
+            Exception, log=log, what="the scheduler's wake-up subscription"
+        ):
+            with attempt:
                 async with self.ctx.pubsub.subscribe(SCHEDULER_CHANNEL) as events:
                     async for event in events:
                         self.notice(event)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the pub/sub connection dropped: fall back to ticks, then retry
-                log.exception("scheduler wake-up subscription failed")
-                await asyncio.sleep(self.ctx.settings.scheduler_interval)
 
-    async def _loop(self) -> None:
-        checked_at: float | None = None
-        while True:
-            # Cleared before the pass, so an event that arrives during it wakes the next one.
-            self._wake.clear()
-            # Events wake a pass for their work (a run to start, a lock freed), which claims
-            # what they call for; the executors' health is checked, and both kinds claimed, at
-            # the interval's pace only: a run's every step wakes a pass, and each would
-            # otherwise pay two more reads.
-            now = self._clock()
-            health = checked_at is None or now - checked_at >= self.ctx.settings.scheduler_interval
-            claims = BOTH if health or not self._claims else frozenset(self._claims)
-            self._claims.clear()
-            try:
-                await self.tick(health=health, claims=claims)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("scheduler tick failed")
+    async def run_pass(self) -> None:
+        # Events wake a pass for their work (a run to start, a lock freed), which claims what
+        # they call for; the executors' health is checked, and both kinds claimed, at the
+        # interval's pace only: a run's every step wakes a pass, and each would otherwise pay
+        # two more reads.
+        now = self._clock()
+        health = self._checked_at is None or now - self._checked_at >= self.interval
+        claims = BOTH if health or not self._claims else frozenset(self._claims)
+        self._claims.clear()
+        try:
+            await self.tick(health=health, claims=claims)
+        finally:
             if health:
-                checked_at = now
+                self._checked_at = now
                 self._forget_old_wakes(now)
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.ctx.settings.scheduler_interval)
 
     async def tick(self, *, health: bool = True, claims: Iterable[Claim] = BOTH) -> None:
         """One pass: deaths not yet stored, canceled runs' leftovers, queued phases of the kinds

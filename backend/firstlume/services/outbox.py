@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -25,6 +24,8 @@ from pydantic import ValidationError
 from sqlalchemy import Row, Table, Update, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume import retry
+from firstlume.background import BackgroundService
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.db.types import utcnow
@@ -90,12 +91,10 @@ def _claim_statement(*, locking: bool) -> Update:
     )
 
 
-def backoff(attempts: int, *, first: float, longest: float) -> float:
-    """Seconds before the next try after `attempts` failed ones: doubling, with jitter."""
-    return float(min(first * 2 ** (attempts - 1), longest) * random.uniform(0.8, 1.2))
+class OutboxRelay(BackgroundService):
+    """Publishes the outbox's due events at every pass (background.py); a stop publishes what
+    the last requests wrote before it returns."""
 
-
-class OutboxRelay:
     def __init__(
         self,
         db: Database,
@@ -104,76 +103,35 @@ class OutboxRelay:
         interval: float = 1.0,
         pace: float = PACE,
         batch: int = 200,
-        first_backoff: float = 0.5,
-        longest_backoff: float = 30.0,
         cleanup_interval: float = 600.0,
+        stop_grace: float = 5.0,
     ) -> None:
+        super().__init__("outbox-relay", interval=interval, log=log, stop_grace=stop_grace)
         self.db = db
         self.pubsub = pubsub
-        self.interval = interval
         self.pace = pace
         self.batch = batch
-        self.first_backoff = first_backoff
-        self.longest_backoff = longest_backoff
         self.cleanup_interval = cleanup_interval
-        self._kicked = asyncio.Event()
-        self._stopping = False
-        self._task: asyncio.Task[None] | None = None
         self._claim = _claim_statement(locking=not db.is_sqlite)
+        self._passed_at = 0.0
+        self._next_cleanup: float | None = None
 
-    def kick(self) -> None:
-        """Publish now rather than at the next poll."""
-        self._kicked.set()
-
-    async def start(self) -> None:
-        self._stopping = False
-        self._task = asyncio.create_task(self._run(), name="firstlume-outbox-relay")
-
-    async def stop(self, grace: float = 5.0) -> None:
-        """Publishes what the last requests wrote, then stops. The loop ends between passes:
-        cancelling a pass inside a database call does not reliably end it (the driver can turn
-        the cancellation into an error of its own, which the loop survives)."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._stopping = True
-        self._kicked.set()
-        try:
-            await asyncio.wait_for(task, grace)
-        except TimeoutError:
-            log.warning(
-                "the outbox relay did not stop within %gs; unpublished events wait for the next start",
-                grace,
-            )
-        except Exception:
-            log.warning("the outbox relay could not publish everything before stopping", exc_info=True)
-
-    async def _run(self) -> None:
+    async def run_pass(self) -> None:
         loop = asyncio.get_running_loop()
-        next_cleanup = loop.time()
-        while True:
-            stopping = self._stopping
-            self._kicked.clear()
-            passed = loop.time()
-            try:
-                await self.publish_pending()
-                if not stopping and loop.time() >= next_cleanup:
-                    await self.delete_old()
-                    next_cleanup = loop.time() + self.cleanup_interval
-            except Exception:  # the database is unreachable: try again at the next poll
-                log.exception("the outbox relay's pass failed")
-            if stopping:
-                return
-            try:
-                await asyncio.wait_for(self._kicked.wait(), self.interval)
-            except TimeoutError:
-                pass
-            # Kicked again soon after a pass (a burst of commits): the next pass waits out the
-            # pace, then publishes what all of them wrote at once. An event after a quiet spell
-            # goes out at once.
-            early = passed + self.pace - loop.time()
-            if early > 0 and not self._stopping:
-                await asyncio.sleep(early)
+        self._passed_at = loop.time()
+        await self.publish_pending()
+        if not self.stopping and (self._next_cleanup is None or loop.time() >= self._next_cleanup):
+            await self.delete_old()
+            self._next_cleanup = loop.time() + self.cleanup_interval
+
+    async def pause(self, seconds: float) -> None:
+        await super().pause(seconds)
+        # Kicked again soon after a pass (a burst of commits): the next pass waits out the
+        # pace, then publishes what all of them wrote at once. An event after a quiet spell
+        # goes out at once.
+        early = self._passed_at + self.pace - asyncio.get_running_loop().time()
+        if early > 0 and not self.stopping:
+            await asyncio.sleep(early)
 
     async def publish_pending(self) -> int:
         """Publishes every due event, oldest first, in batches; returns how many were published."""
@@ -217,7 +175,7 @@ class OutboxRelay:
         self, session: AsyncSession, rows: list[Row[Any]], error: str, now: datetime
     ) -> None:
         # One delay for all, the oldest row's, so that the later rows do not overtake it.
-        delay = backoff(rows[0].attempts + 1, first=self.first_backoff, longest=self.longest_backoff)
+        delay = retry.EVENT_PUBLISH.delay(rows[0].attempts + 1)
         ids = [row.id for row in rows]
         await session.execute(
             update(OutboxEvent)

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume.background import BackgroundService
 from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
-from firstlume.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from firstlume.services.context import Context
@@ -44,12 +44,15 @@ async def unusable_tokens(session: AsyncSession, token_ids: Iterable[str]) -> se
     return wanted - set(usable)
 
 
-class TokenWatch:
+class TokenWatch(BackgroundService):
+    """A pass every CHECK_SECONDS (background.py); one without watchers asks nothing. Started
+    with the app, or by the first subscription where there is none (the CLI, tests)."""
+
     def __init__(self, ctx: Context) -> None:
+        super().__init__("token-watch", interval=CHECK_SECONDS, log=log)
         self._ctx = ctx
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._callbacks: dict[asyncio.Event, Callable[[], None]] = {}
-        self._task: asyncio.Task[None] | None = None
 
     @asynccontextmanager
     async def watching(
@@ -61,8 +64,8 @@ class TokenWatch:
         self._watchers.setdefault(token_id, set()).add(revoked)
         if on_revoked is not None:
             self._callbacks[revoked] = on_revoked
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
+        if not self.stopping:  # a watch the app stopped stays stopped
+            await self.start()
         try:
             yield revoked
         finally:
@@ -73,23 +76,14 @@ class TokenWatch:
                 if not waiting:
                     del self._watchers[token_id]
 
-    async def _run(self) -> None:
-        while self._watchers:
-            await asyncio.sleep(CHECK_SECONDS)
-            if not self._watchers:
-                break
-            try:
-                async with self._ctx.db.read() as session:
-                    gone = await unusable_tokens(session, list(self._watchers))
-            except Exception:  # a database blip: the next round asks again
-                log.warning("could not check the tokens of open subscriptions", exc_info=True)
-                continue
-            for token_id in gone:
-                for revoked in list(self._watchers.get(token_id, ())):
-                    revoked.set()
-                    callback = self._callbacks.get(revoked)
-                    if callback is not None:
-                        callback()
-
-    async def stop(self) -> None:
-        await cancel_and_wait(self._task)
+    async def run_pass(self) -> None:
+        if not self._watchers:
+            return
+        async with self._ctx.db.read() as session:
+            gone = await unusable_tokens(session, list(self._watchers))
+        for token_id in gone:
+            for revoked in list(self._watchers.get(token_id, ())):
+                revoked.set()
+                callback = self._callbacks.get(revoked)
+                if callback is not None:
+                    callback()

@@ -19,6 +19,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume import retry
 from firstlume.db.models import Run, Stack
 from firstlume.db.models_git import GitDelivery
 from firstlume.domain.git import StackTrigger, normalize_repository, short_sha, touches_stack
@@ -33,8 +34,6 @@ from firstlume.services.transitions import change_status
 
 log = logging.getLogger("firstlume.git")
 
-# A stack whose head moved under us (another delivery won the compare-and-set) is read again.
-MAX_ATTEMPTS = 3
 # Delivery log entries kept per organization (the API shows the newest 100).
 KEPT_DELIVERIES = 1000
 
@@ -182,23 +181,31 @@ async def handle(ctx: Context, cache: GitCache, sighting: Sighting, stacks: list
     outcome = Outcome()
     pending = list(stacks)
     row_id: int | None = None
-    for attempt in range(MAX_ATTEMPTS):
-        decisions: list[_Decision] = []
-        for stack in pending:
-            try:
-                decisions.append(await _decide(cache, sighting, stack))
-            except _Unreachable as error:
-                outcome.ignored.append({"stack": stack.slug, "reason": f"cannot fetch: {error}"})
-        try:
-            lost, row_id = await _apply(ctx, sighting, decisions, outcome, row_id, claim=attempt == 0)
-        except _Duplicate:
-            return Outcome(duplicate=True)
-        # Another delivery moved these stacks' heads between our reading and our write: read
-        # them again and decide against their new heads.
-        pending = await _reload(ctx, lost) if lost else []
-        if not pending:
-            break
+    try:
+        async for attempt in retry.HEAD_MOVED.retrying(_HeadsMoved):
+            with attempt:
+                decisions: list[_Decision] = []
+                for stack in pending:
+                    try:
+                        decisions.append(await _decide(cache, sighting, stack))
+                    except _Unreachable as error:
+                        outcome.ignored.append({"stack": stack.slug, "reason": f"cannot fetch: {error}"})
+                first = attempt.retry_state.attempt_number == 1
+                lost, row_id = await _apply(ctx, sighting, decisions, outcome, row_id, claim=first)
+                # Another delivery moved these stacks' heads between our reading and our write:
+                # read them again and decide against their new heads.
+                pending = await _reload(ctx, lost) if lost else []
+                if pending:
+                    raise _HeadsMoved
+    except _Duplicate:
+        return Outcome(duplicate=True)
+    except _HeadsMoved:
+        pass  # still moving after the last try: the next delivery or poll sees where they went
     return outcome
+
+
+class _HeadsMoved(Exception):
+    """Some stacks' heads moved under our compare-and-set: decided again (retry.HEAD_MOVED)."""
 
 
 async def _reload(ctx: Context, stack_ids: list[str]) -> list[StackView]:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import httpx
 from sqlalchemy import delete, or_, select, update
 
+from firstlume import retry
+from firstlume.background import BackgroundService
 from firstlume.db.engine import Database
 from firstlume.db.models import Organization
 from firstlume.db.models_drift import NotificationAttempt, NotificationDelivery, NotificationDestination
@@ -32,12 +33,10 @@ from firstlume.services.context import Context
 from firstlume.services.notifications import payloads
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.destinations import reveal_secret
-from firstlume.services.outbox import backoff
 
 log = logging.getLogger("firstlume.notifications")
 
 TIMEOUT_SECONDS = 10.0
-LONGEST_BACKOFF_SECONDS = 3600.0
 GIVE_UP_AFTER = timedelta(hours=24)
 # Finished deliveries (and their attempts) are kept this long for the history, then deleted.
 RETENTION = timedelta(days=30)
@@ -58,7 +57,7 @@ class Outcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-class NotificationSender:
+class NotificationSender(BackgroundService):
     def __init__(
         self,
         ctx: Context,
@@ -67,15 +66,14 @@ class NotificationSender:
         interval: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        super().__init__("notification-sender", interval=interval, log=log)
         self.ctx = ctx
         # Its own connections, like the outbox relay's: polling never takes a request's.
         self.db = db or ctx.db
-        self.interval = interval
         self.lease = timedelta(seconds=ctx.settings.notification_lease)
-        self.first_retry = ctx.settings.notification_first_retry
-        self._kicked = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.retries = retry.notification_delivery(ctx.settings.notification_first_retry)
         self._limit = asyncio.Semaphore(CONCURRENCY)
+        self._next_cleanup: float | None = None
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(TIMEOUT_SECONDS),
             follow_redirects=False,
@@ -84,37 +82,17 @@ class NotificationSender:
             headers={"User-Agent": USER_AGENT},
         )
 
-    def kick(self) -> None:
-        self._kicked.set()
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="firstlume-notifications")
-
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await task
+        await super().stop()
         await self._http.aclose()
 
-    async def _run(self) -> None:
+    async def run_pass(self) -> None:
+        while await self.send_due():
+            pass
         loop = asyncio.get_running_loop()
-        next_cleanup = loop.time()
-        while True:
-            self._kicked.clear()
-            try:
-                while await self.send_due():
-                    pass
-                if loop.time() >= next_cleanup:
-                    await self.delete_old(utcnow())
-                    next_cleanup = loop.time() + CLEANUP_SECONDS
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the database is unreachable: the next poll tries again
-                log.exception("the notification sender's pass failed")
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._kicked.wait(), self.interval)
+        if self._next_cleanup is None or loop.time() >= self._next_cleanup:
+            await self.delete_old(utcnow())
+            self._next_cleanup = loop.time() + CLEANUP_SECONDS
 
     async def send_due(self) -> int:
         """Claims and posts the deliveries due now; returns how many were attempted."""
@@ -250,9 +228,7 @@ class NotificationSender:
             if outcome.delivered:
                 values["delivered_at"] = now
             else:
-                retry_at = now + timedelta(
-                    seconds=backoff(number, first=self.first_retry, longest=LONGEST_BACKOFF_SECONDS)
-                )
+                retry_at = now + timedelta(seconds=self.retries.delay(number))
                 if delivery.test or retry_at > delivery.created_at + GIVE_UP_AFTER:
                     values["given_up_at"] = now
                 else:
