@@ -114,14 +114,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         scheduler = None
         drift = None
         if settings.scheduler_enabled:
-            launcher = build_launcher(settings)
             scheduler = Scheduler(
-                ctx, launcher, serving_since=lambda: getattr(app.state, "serving_since", None)
+                ctx, build_launcher(settings), serving_since=lambda: getattr(app.state, "serving_since", None)
             )
             await scheduler.start()
             ctx.wake_scheduler = scheduler.wake
             ctx.launch_claimed = scheduler.launch_claimed
-            ctx.prepares_applies = bool(getattr(launcher, "prepares_applies", False))
             # Every replica with a scheduler runs it: the database makes each slot's run one.
             drift = DriftScheduler(ctx)
             await drift.start()

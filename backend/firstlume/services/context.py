@@ -116,9 +116,6 @@ class Context:
     # Launches phases claimed outside the scheduler's passes (a plan's result that queues its
     # own apply), through this process's scheduler, when it runs one (app.py).
     launch_claimed: Callable[[list[PhaseLaunch]], None] | None = None
-    # Whether this process's launcher starts an apply's executor while its plan runs
-    # (services/prepared.py): one whose executors start in a fraction of a second.
-    prepares_applies: bool = False
 
     @cached_property
     def log_tails(self) -> LogTails:

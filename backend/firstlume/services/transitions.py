@@ -250,20 +250,11 @@ async def _compare_and_set(
 async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
     session = unit.session
     if effects.revoke_phase_tokens:
-        revoke = (
+        await session.execute(
             update(PhaseToken)
             .where(PhaseToken.run_id == run.id, PhaseToken.revoked_at.is_(None))
             .values(revoked_at=utcnow())
         )
-        if effects.keeps_prepared_apply:
-            await session.execute(revoke.where(PhaseToken.attempt <= run.phase_attempt))
-        else:
-            revoked = await session.scalars(revoke.returning(PhaseToken.attempt))
-            if any(attempt > run.phase_attempt for attempt in revoked):
-                # A prepared apply (services/prepared.py) ended before it began: its attempt is
-                # spent, so an apply approved later is the next one, and the prepared executor's
-                # exit, however late, is never taken for that apply's.
-                run.phase_attempt += 1
     if effects.fail_running_steps:
         running = await session.scalars(
             select(RunStep.name).where(RunStep.run_id == run.id, RunStep.status == StepStatus.RUNNING)

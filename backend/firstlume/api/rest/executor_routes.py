@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -17,18 +16,14 @@ from firstlume import metrics
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.collector import young_collections_deferred
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import Phase, RunStatus, is_running_phase
+from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
-from firstlume.pubsub import Subscription, run_channel
-from firstlume.services import dispatch, execution, prepared
+from firstlume.services import dispatch, execution
 from firstlume.services.context import Unit
 from firstlume.services.reads import PhaseToken, Run
 from firstlume.services.state import serials
 
 Message = TypeVar("Message", bound=protocol.Request)
-
-# A prepared apply waiting for its plan checks its run again this often, events or not.
-RECHECK_SECONDS = 1.0
 
 
 def parse(body: dict[str, Any], model: type[Message]) -> Message:
@@ -45,20 +40,11 @@ def model_response(answer: BaseModel) -> Response:
 
 
 @asynccontextmanager
-async def phase_request(
-    request: Request, *, prepared: bool = False
-) -> AsyncIterator[tuple[Unit, Run, PhaseToken]]:
-    """`prepared`: a prepared apply's token is good too (its spec, its wait for the plan)."""
+async def phase_request(request: Request) -> AsyncIterator[tuple[Unit, Run, PhaseToken]]:
     async with context_of(request).unit() as unit:
         # The run row is locked so that reports of one phase apply one after another.
-        run, token = await execution.authenticate_phase(
-            unit.session, bearer_token(request), lock=True, prepared=prepared
-        )
+        run, token = await execution.authenticate_phase(unit.session, bearer_token(request), lock=True)
         yield unit, run, token
-
-
-def _is_running(run: Run, token: PhaseToken) -> bool:
-    return is_running_phase(run.status, run.phase_attempt, token.phase, token.attempt)
 
 
 @asynccontextmanager
@@ -75,12 +61,7 @@ async def phase_report(
 @endpoint
 async def spec(request: Request) -> Response:
     check_query(request)
-    async with phase_request(request, prepared=True) as (unit, run, token):
-        if not _is_running(run, token):
-            # A prepared apply: its plan runs, and its checks come when its apply begins.
-            return model_response(
-                await execution.phase_spec(context_of(request), unit.session, run, token, prepared=True)
-            )
+    async with phase_request(request) as (unit, run, token):
         # An apply whose managed state moved since its plan fails here, before Terraform starts.
         moved = (
             await serials.state_moved_since_plan(unit.session, run) if token.phase == Phase.APPLY else None
@@ -137,12 +118,8 @@ async def state_backends(request: Request) -> Response:
 
 @endpoint
 async def reports(request: Request) -> Response:
-    launch: Callable[[], None] | None = None
     async with phase_report(request, protocol.ReportBatch) as (unit, run, token, batch):
         await execution.record_reports(unit, run, token, batch)
-        launch = await prepared.prepare_apply(context_of(request), unit, run, token.phase, batch)
-    if launch is not None:
-        launch()
     return Response(status_code=204)
 
 
@@ -162,37 +139,9 @@ async def _record_plan(request: Request) -> protocol.PlanRecorded:
 
 @endpoint
 async def download_plan(request: Request) -> Response:
-    """The plan of a running apply. A prepared apply's request (services/prepared.py) waits: the
-    plan as soon as its apply is this token's phase; a 401 once the run went anywhere else (its
-    token revoked, or its status past the apply); 204 after a while of neither, and the executor
-    asks again. Every change of the run's status is published on its channel: subscribed first,
-    then checked, nothing is missed; the check is repeated now and then all the same, should the
-    broker lose an event. No database session is held while it waits."""
     check_query(request)
-    ctx = context_of(request)
-    deadline = time.monotonic() + prepared.WAIT_SECONDS
-    async with AsyncExitStack() as waiting:
-        events: Subscription | None = None
-        while True:
-            moved: str | None = None
-            async with phase_request(request, prepared=True) as (unit, run, token):
-                run_id = run.id
-                if _is_running(run, token):
-                    # As the spec does: an apply whose managed state moved since its plan fails
-                    # before Terraform applies (a prepared apply's spec came before its plan ended).
-                    moved = await serials.state_moved_since_plan(unit.session, run)
-                    if moved is None:
-                        return model_response(await execution.load_plan(ctx, unit.session, run, token))
-                    await execution.fail_run(unit, run, moved, actor="firstlume")
-            if moved is not None:
-                raise serials.StateMoved(moved)  # once the failure is committed
-            if events is None:
-                events = await waiting.enter_async_context(ctx.pubsub.subscribe(run_channel(run_id)))
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return Response(status_code=204)
-            await events.next(min(remaining, RECHECK_SECONDS))
+    async with phase_request(request) as (unit, run, token):
+        return model_response(await execution.load_plan(context_of(request), unit.session, run, token))
 
 
 @endpoint
