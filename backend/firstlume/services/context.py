@@ -17,7 +17,6 @@ from firstlume.crypto import KeyRing
 from firstlume.db.append import AT_COMMIT, write_at_commit
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
-from firstlume.db.single_write import SingleWriteBroken
 from firstlume.domain.claims import Claim
 from firstlume.protocol.events import Event, event_from
 from firstlume.pubsub import PubSub
@@ -59,9 +58,6 @@ class Unit:
     scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
     # Whether outbox rows of this unit were written before it commits (take_rows_at_commit).
     _outbox_written_early: bool = False
-    # Whether its only write is one statement, which then takes every row it would write as it
-    # commits (Context.unit).
-    single_write: bool = False
 
     @property
     def wrote_outbox(self) -> bool:
@@ -82,14 +78,6 @@ class Unit:
         self._outbox_written_early |= bool(self.outbox_rows)
         self.outbox_rows.clear()
         return rows
-
-    def check_nothing_left_at_commit(self) -> None:
-        """In a single-write unit, refuses its one write while rows would be left to write as it
-        commits: that second write would come after the first had committed."""
-        if self.single_write and (self.session.info.get(AT_COMMIT) or self.outbox_rows):
-            raise SingleWriteBroken(
-                "a unit that writes with one statement has rows left to write as it commits"
-            )
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -132,14 +120,12 @@ class Context:
         return TokenWatch(self)
 
     @asynccontextmanager
-    async def unit(self, *, single_write: bool = False) -> AsyncIterator[Unit]:
+    async def unit(self) -> AsyncIterator[Unit]:
         """A transaction; events recorded in it are published only once it has committed, so a
         subscriber never hears of a change it cannot read yet. Publishing never fails the unit:
-        its change is saved by then. `single_write`: its only write is one statement (starting a
-        run: db/single_write.py), which on PostgreSQL commits as it ends."""
-        unit = Unit(session=None, single_write=single_write)  # type: ignore[arg-type]
-        sessions = self.db.single_write if single_write else self.db.transaction
-        async with sessions() as session:
+        its change is saved by then."""
+        unit = Unit(session=None)  # type: ignore[arg-type]
+        async with self.db.transaction() as session:
             unit.session = session
             appended: list[tuple[Table, dict[str, Any]]] = []
             session.info[AT_COMMIT] = appended

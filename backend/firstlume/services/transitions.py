@@ -21,7 +21,6 @@ from firstlume.db.append import (
 )
 from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep, Stack, new_id
-from firstlume.db.single_write import THE_WRITE
 from firstlume.db.types import utcnow
 from firstlume.domain.effects import Effects, effects_of
 from firstlume.domain.errors import StackLocked, StatusChanged
@@ -96,7 +95,6 @@ _FIRST_HISTORY_ROW = insert(_HISTORY).returning(_queue_position(_run_number, _ru
 # counter. A run that left the queue during that wait (milliseconds) is still counted: the
 # position can be that much too high, and a read of the run says it exactly.
 _NEW_RUN = "new_run_"
-_THE_WRITE = {THE_WRITE: True}
 _numbered = _NEXT_NUMBER.cte("numbered")
 _new_number = select(_numbered.c.run_counter).scalar_subquery()
 _counter_as_read = (
@@ -202,12 +200,8 @@ async def _insert(
         # in with this statement: a start is one statement fewer (3% fewer Python calls, counted
         # with cProfile), and the stack's lock is held for this one and the commit.
         riders = unit.take_rows_at_commit(lambda rows: can_ride(rows, (_runs, _HISTORY), row["id"]))
-        unit.check_nothing_left_at_commit()
         statement, riding = with_riders(_NEW_RUN_AND_FIRST_HISTORY_ROW, riders, _new_number)
-        # The unit's write, when it has only one (Context.unit(single_write=True): a start).
-        counted = await connection.execute(
-            statement, {**parameters, **known, **riding}, execution_options=_THE_WRITE
-        )
+        counted = await connection.execute(statement, {**parameters, **known, **riding})
         row["number"], position = counted.one()
     session.info.setdefault(NEW_RUN_NUMBERS, {})[row["id"]] = row["number"]
     adopt(session, run, row)
