@@ -86,7 +86,7 @@ async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, 
 
     # An event for live views only (the run's commit or configuration) is not the scheduler's.
     async with ctx.unit() as unit:
-        outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
+        await outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
     assert wakes == ["woken"]
 
 

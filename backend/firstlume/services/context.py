@@ -8,15 +8,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.append import AT_COMMIT, write_at_commit
 from firstlume.db.engine import Database
-from firstlume.db.models import OutboxEvent
 from firstlume.domain.claims import Claim
 from firstlume.protocol.events import Event, event_from
 from firstlume.pubsub import PubSub
@@ -33,17 +30,14 @@ log = logging.getLogger("firstlume.events")
 # Wakes this process's scheduler: the kinds of claim a committed change calls for, and the
 # changes themselves as (run id, status) (scheduler/loop.py Scheduler.wake).
 WakeScheduler = Callable[[frozenset[Claim], tuple[tuple[str, str], ...]], None]
-_OUTBOX = cast(Table, OutboxEvent.__table__)
 
 
 @dataclass
 class Unit:
     session: AsyncSession
     _events: list[tuple[str, Event]] = field(default_factory=list)
-    # The outbox rows of this unit (services/outbox.py), inserted together just before it
-    # commits: nothing reads them back within the change, and a status change of many runs
-    # records one each.
-    outbox_rows: list[dict[str, Any]] = field(default_factory=list)
+    # Whether it wrote outbox rows (services/outbox.py), which the relay then publishes.
+    wrote_outbox: bool = False
     # The position in its stack's queue (1 = starts next) of each run this unit queued, counted
     # when it was queued (transitions.py): the answer to starting a run reads it from here.
     queue_positions: dict[str, int] = field(default_factory=dict)
@@ -56,28 +50,6 @@ class Unit:
     # The status changes behind that wake, as (run id, status): this process's scheduler, woken
     # for them at commit, need not pass again when their events come back through the relay.
     scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
-    # Whether outbox rows of this unit were written before it commits (take_rows_at_commit).
-    _outbox_written_early: bool = False
-
-    @property
-    def wrote_outbox(self) -> bool:
-        """Whether this unit wrote outbox rows, which the relay then publishes."""
-        return self._outbox_written_early or bool(self.outbox_rows)
-
-    def take_rows_at_commit(
-        self, can_take: Callable[[list[tuple[Table, dict[str, Any]]]], bool]
-    ) -> list[tuple[Table, dict[str, Any]]]:
-        """The rows this unit is to write as it commits (its audit entries, then its outbox
-        events), if `can_take` them: a statement the unit runs now then writes them
-        (transitions.py), and the commit does not. Otherwise none."""
-        appended: list[tuple[Table, dict[str, Any]]] = self.session.info.get(AT_COMMIT, [])
-        rows = [*appended, *((_OUTBOX, row) for row in self.outbox_rows)]
-        if not rows or not can_take(rows):
-            return []
-        appended.clear()
-        self._outbox_written_early |= bool(self.outbox_rows)
-        self.outbox_rows.clear()
-        return rows
 
     def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -127,11 +99,7 @@ class Context:
         unit = Unit(session=None)  # type: ignore[arg-type]
         async with self.db.transaction() as session:
             unit.session = session
-            appended: list[tuple[Table, dict[str, Any]]] = []
-            session.info[AT_COMMIT] = appended
             yield unit
-            del session.info[AT_COMMIT]
-            await write_at_commit(session, [*appended, *((_OUTBOX, row) for row in unit.outbox_rows)])
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
         if unit.wakes_scheduler and self.wake_scheduler is not None:
