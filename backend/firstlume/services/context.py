@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.engine import Database
 from firstlume.domain.claims import Claim
-from firstlume.protocol.events import Event, event_from
+from firstlume.protocol.events import Event
 from firstlume.pubsub import PubSub
 from firstlume.settings import Settings
 
@@ -51,12 +51,12 @@ class Unit:
     # for them at commit, need not pass again when their events come back through the relay.
     scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
 
-    def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
+    def publish_after_commit(self, channel: str, event: Event) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
         broker is down then, it is lost (views also poll); events that must not be lost go
         through the outbox instead (services/outbox.py). An event already waiting is not added
         again: several reports of one request (POST /reports) would wake a view once each."""
-        entry = (channel, event_from(event))
+        entry = (channel, event)
         if entry not in self._events:
             self._events.append(entry)
 

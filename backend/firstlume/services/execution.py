@@ -36,6 +36,7 @@ from firstlume.domain.runs import (
     is_running_phase,
     status_after_plan,
 )
+from firstlume.protocol.events import ChangesStored, LogAppended, ResourcesChanged, RunUpdated
 from firstlume.protocol.executor import (
     CommitReport,
     ConfigurationReport,
@@ -193,7 +194,7 @@ async def record_commit(unit: Unit, run: Run, token: PhaseToken, report: CommitR
     run.commit_author = report.author
     run.commit_message = report.message.splitlines()[0][:1000] if report.message else ""
     run.commit_url = report.url
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_configuration(unit: Unit, run: Run, token: PhaseToken, report: ConfigurationReport) -> None:
@@ -203,7 +204,7 @@ async def record_configuration(unit: Unit, run: Run, token: PhaseToken, report: 
     run.engine = report.engine
     # Names and origins only: the model has no field for a value.
     run.variables_used = [v.model_dump(mode="json") for v in report.variables]
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_step(unit: Unit, run: Run, report: StepReport) -> None:
@@ -234,15 +235,14 @@ async def append_log(unit: Unit, run: Run, batch: LogBatch) -> int:
     run.log_length = end + len(new_text)
     await unit.session.flush()
     unit.publish_after_commit(
-        run_channel(run.id),
-        {"type": "log", "run_id": run.id, "step": batch.step, "offset": end, "end": run.log_length},
+        run_channel(run.id), LogAppended(run_id=run.id, step=batch.step, offset=end, end=run.log_length)
     )
     return run.log_length
 
 
 async def record_state_backends(unit: Unit, run: Run, report: StateBackendsReport) -> None:
     run.state_backends = [b.model_dump(mode="json") for b in report.backends]
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_reports(unit: Unit, run: Run, token: PhaseToken, batch: ReportBatch) -> None:
@@ -312,7 +312,7 @@ async def store_plan(
     run.summary_update, run.summary_create = summary.update, summary.create
     run.has_plan = True
     await session.flush()
-    unit.publish_after_commit(run_channel(run.id), {"type": "changes", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), ChangesStored(run_id=run.id))
     return PlanRecorded(summary=PlanSummary(**summary.as_dict()), has_changes=summary.has_changes)
 
 
@@ -380,10 +380,8 @@ async def record_resources(unit: Unit, run: Run, token: PhaseToken, reports: Res
     )
     if not changed:
         return
-    event: dict[str, Any] = {"type": "resources", "run_id": run.id}
-    if len(changed) <= MAX_ADDRESSES_PER_EVENT:
-        event["addresses"] = changed
-    unit.publish_after_commit(run_channel(run.id), event)
+    addresses = tuple(changed) if len(changed) <= MAX_ADDRESSES_PER_EVENT else None
+    unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id, addresses=addresses))
 
 
 async def fail_run(
