@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
 from firstlume.db.engine import Database
 from firstlume.domain.claims import Claim
+from firstlume.launchers.base import PhaseLaunch
 from firstlume.protocol.events import Event
 from firstlume.pubsub import PubSub
+from firstlume.services.access.token_watch import TokenWatch
+from firstlume.services.logs import LogTails
+from firstlume.services.ports import Kickable, Notifier, SchedulerPort
 from firstlume.settings import Settings
 
-if TYPE_CHECKING:
-    from firstlume.launchers.base import PhaseLaunch
-    from firstlume.services.access.token_watch import TokenWatch
-    from firstlume.services.logs import LogTails
-    from firstlume.services.notifications.sender import NotificationSender
-    from firstlume.services.outbox import OutboxRelay
-
 log = logging.getLogger("firstlume.events")
-# Wakes this process's scheduler: the kinds of claim a committed change calls for, and the
-# changes themselves as (run id, status) (scheduler/loop.py Scheduler.wake).
-WakeScheduler = Callable[[frozenset[Claim], tuple[tuple[str, str], ...]], None]
 
 
 @dataclass
@@ -50,6 +42,9 @@ class Unit:
     # The status changes behind that wake, as (run id, status): this process's scheduler, woken
     # for them at commit, need not pass again when their events come back through the relay.
     scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
+    # Phases it claimed outside the scheduler's passes, which this process's scheduler launches
+    # once it commits (services/dispatch.py hand_over_apply).
+    launches: list[PhaseLaunch] = field(default_factory=list)
 
     def publish_after_commit(self, channel: str, event: Event) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
@@ -63,33 +58,28 @@ class Unit:
 
 @dataclass
 class Context:
+    """What every use case needs: settings, the database, the key ring, the broker, and the
+    services a committed unit tells of its changes, given when the app builds the context."""
+
     settings: Settings
     db: Database
     keyring: KeyRing
     pubsub: PubSub
-    # Started with the app; without one (the CLI), outbox rows wait for the next relay to run.
-    relay: OutboxRelay | None = None
+    # The outbox relay (services/outbox.py); without one (the CLI), outbox rows wait for the
+    # next relay to run.
+    relay: Kickable | None = None
     # This process's notification sender (services/notifications/sender.py), when it has one.
-    notifier: NotificationSender | None = None
-    # Wakes this process's scheduler, when it runs one (app.py).
-    wake_scheduler: WakeScheduler | None = None
-    # Launches phases claimed outside the scheduler's passes (a plan's result that queues its
-    # own apply), through this process's scheduler, when it runs one (app.py).
-    launch_claimed: Callable[[list[PhaseLaunch]], None] | None = None
+    notifier: Notifier | None = None
+    # This process's scheduler, when it runs one.
+    scheduler: SchedulerPort | None = None
+    # This process's live log readers, one tail per run (services/logs.py), and its watch over
+    # the tokens of open subscriptions (one query for all).
+    log_tails: LogTails = field(init=False)
+    token_watch: TokenWatch = field(init=False)
 
-    @cached_property
-    def log_tails(self) -> LogTails:
-        """This process's live log readers, one tail per run (services/logs.py)."""
-        from firstlume.services.logs import LogTails
-
-        return LogTails(self)
-
-    @cached_property
-    def token_watch(self) -> TokenWatch:
-        """This process's watch over the tokens of open subscriptions (one query for all)."""
-        from firstlume.services.access.token_watch import TokenWatch
-
-        return TokenWatch(self)
+    def __post_init__(self) -> None:
+        self.log_tails = LogTails(self)
+        self.token_watch = TokenWatch(self)
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[Unit]:
@@ -102,11 +92,14 @@ class Context:
             yield unit
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
-        if unit.wakes_scheduler and self.wake_scheduler is not None:
-            # This process's scheduler starts its pass now, not once the event has gone through
-            # the relay and the broker and come back (other replicas still hear it that way):
-            # every run's start, and its hand-over from plan to apply, waits for that pass.
-            self.wake_scheduler(frozenset(unit.scheduler_claims), tuple(unit.scheduler_changes))
+        if self.scheduler is not None:
+            if unit.wakes_scheduler:
+                # This process's scheduler starts its pass now, not once the event has gone
+                # through the relay and the broker and come back (other replicas still hear it
+                # that way): every run's start waits for that pass.
+                self.scheduler.wake(frozenset(unit.scheduler_claims), tuple(unit.scheduler_changes))
+            if unit.launches:
+                self.scheduler.launch_claimed(unit.launches)
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
         if unit._events:

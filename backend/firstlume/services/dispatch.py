@@ -10,7 +10,7 @@ transactions begin IMMEDIATE and so take turns, which keeps one process (or a fe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -166,20 +166,20 @@ async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunc
     return await _claim(ctx, STARTABLE_PLANS, limit or CLAIM_BATCH, RunStatus.QUEUED, RunStatus.PLANNING)
 
 
-async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> Callable[[], None] | None:
+async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> bool:
     """Claims the apply of a run that `unit` has just made apply_queued (apply_queued → applying)
-    in that unit's transaction, when this process runs a scheduler; returns what launches it,
-    to call once the unit has committed (None: nothing claimed, a scheduler pass will). The run's
-    row is locked by that change, so no other scheduler can claim it too, and the pass the
-    change would have woken here has nothing left to claim: it is not made."""
-    launch_claimed = ctx.launch_claimed
-    if launch_claimed is None:
-        return None
+    in that unit's transaction, when this process's scheduler launches hand-overs: it launches
+    the apply once the unit has committed (Unit.launches). False: nothing claimed, a scheduler
+    pass will. The run's row is locked by that change, so no other scheduler can claim it too,
+    and the pass the change would have woken here has nothing left to claim: it is not made."""
+    if ctx.scheduler is None or not ctx.scheduler.launching:
+        return False
     launches = await _claim_batch(ctx, unit, [run_id], RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
     if not launches:
-        return None
+        return False
+    unit.launches += launches
     unit.scheduler_claims.discard(APPLIES)
-    return lambda: launch_claimed(launches)
+    return True
 
 
 async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:

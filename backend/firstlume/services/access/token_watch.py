@@ -13,17 +13,15 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume.db.engine import Database
 from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
 from firstlume.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from firstlume.services.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +42,15 @@ async def unusable_tokens(session: AsyncSession, token_ids: Iterable[str]) -> se
     return wanted - set(usable)
 
 
+class HasDatabase(Protocol):
+    """The services' Context, which holds this process's watch (and is not imported here)."""
+
+    @property
+    def db(self) -> Database: ...
+
+
 class TokenWatch:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: HasDatabase) -> None:
         self._ctx = ctx
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._callbacks: dict[asyncio.Event, Callable[[], None]] = {}
