@@ -107,11 +107,15 @@ async def record_reports(ctx: Context, token: str | None, body: Body) -> None:
 
 
 async def upload_plan(ctx: Context, token: str | None, body: Body) -> protocol.PlanRecorded:
-    # The plan is read, and it and its changes are freed as the unit ends, while young
+    # The plan is read, and it and its changes are freed as _store_plan returns, while young
     # collections are held off: they are then not walked at all (collector.py).
     with young_collections_deferred():
-        async with _report(ctx, token, body, protocol.PlanUpload) as (unit, run, phase, upload):
-            return await execution.store_plan(ctx, unit, run, phase, upload)
+        return await _store_plan(ctx, token, body)
+
+
+async def _store_plan(ctx: Context, token: str | None, body: Body) -> protocol.PlanRecorded:
+    async with _report(ctx, token, body, protocol.PlanUpload) as (unit, run, phase, upload):
+        return await execution.store_plan(ctx, unit, run, phase, upload)
 
 
 async def download_plan(ctx: Context, token: str | None) -> protocol.PlanDownload:

@@ -4,7 +4,6 @@ services/phases.py and answers with its result."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -14,8 +13,7 @@ from starlette.routing import Route
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.services import phases
 from firstlume.services.context import Context
-
-Body = Awaitable[dict[str, Any]]
+from firstlume.services.phases import Body
 
 
 def model_response(answer: BaseModel) -> Response:
