@@ -318,7 +318,7 @@ async def test_two_relays_publish_each_event_exactly_once(ctx: Context) -> None:
     events = [LogAppended(run_id="r1", step="plan", offset=i, end=i + 1) for i in range(600)]
     async with ctx.unit() as unit:
         for event in events:
-            outbox.record(unit, event, ["run_r1"])
+            await outbox.record(unit, event, ["run_r1"])
     # Two processes: each its own engine; they share one broker, which counts what arrives.
     relays = [OutboxRelay(Database(ctx.settings.database_url), ctx.pubsub, batch=50) for _ in range(2)]
     async with ctx.pubsub.subscribe("run_r1") as heard:
@@ -355,7 +355,7 @@ async def test_a_burst_of_commits_is_published_in_few_passes_each_event_once_in_
         try:
             for event in events:
                 async with ctx.unit() as unit:  # each commit kicks the relay
-                    outbox.record(unit, event, ["run_r2"])
+                    await outbox.record(unit, event, ["run_r2"])
             received = await exactly(heard, len(events))
         finally:
             await relay.stop()

@@ -30,14 +30,6 @@ def _stat(pid: int) -> tuple[int, int]:
     return int(fields[1]), int(fields[3])
 
 
-def _session_or_none(pid: int) -> int | None:
-    """The session of a process, or None once it has ended."""
-    try:
-        return _stat(pid)[1]
-    except OSError:
-        return None
-
-
 def _pids_with(needle: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -90,10 +82,7 @@ resource "terraform_data" "slow" {{
         api.create_stack("app", make_stack_repo(tmp_path, main_tf))
         self.run_id = api.start("app", "apply")
         self.sleeps = wait_until(lambda: _pids_with(self.marker), 90, "the provisioner to start")
-        # The apply's executor: the one whose session the sleep is in (the plan's may still be
-        # exiting, its apply having begun the moment its result was taken).
-        sleep_sessions = {_stat(pid)[1] for pid in self.sleeps}
-        pids = [pid for pid in executor_pids(self.run_id) if _session_or_none(pid) in sleep_sessions]
+        pids = executor_pids(self.run_id)
         assert len(pids) == 1
         self.executor = pids[0]
         self.work_dir = Path(os.readlink(f"/proc/{self.executor}/cwd"))

@@ -78,7 +78,7 @@ async def run_in(ctx: Context, tenant: Tenant, status: RunStatus) -> str:
         stack = await catalog.stack_by_slug(unit.session, org, "net")
         run = Run(
             org_id=org.id, stack_id=stack.id, number=1, type=RunType.APPLY, status=status,
-            acknowledged=[], variables_used=[], state_backends=[], has_plan=True, phase_attempt=1,
+            acknowledged=[], variables_used=[], state_backends=[], has_plan=True,
         )  # fmt: skip
         unit.session.add(run)
         await unit.session.flush()
@@ -102,7 +102,6 @@ async def run_in(ctx: Context, tenant: Tenant, status: RunStatus) -> str:
             steps["approval"] = StepStatus.RUNNING
         for position, (name, step_status) in enumerate(steps.items()):
             unit.session.add(RunStep(run_id=run.id, name=name, position=position, status=step_status))
-        # The token of the run's current phase attempt, as a claim makes it.
         unit.session.add(PhaseToken(run_id=run.id, phase="plan", attempt=1, token_hash="h" * 64))
         return run.id
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -142,7 +143,7 @@ async def test_a_pass_woken_by_a_change_claims_only_the_kind_it_can_make_startab
     seen = Seen()
     claims = record_claims(seen, monkeypatch)
     scheduler = Scheduler(ctx, Watched(seen), clock=lambda: now[0])  # type: ignore[arg-type]
-    ctx.wake_scheduler = scheduler.wake
+    ctx = replace(ctx, scheduler=scheduler)  # as the app gives the services its port
     await scheduler.start()
     try:
         await seen.until(lambda: seen.health_checks == 1)
@@ -179,7 +180,7 @@ async def test_the_event_of_a_change_this_process_passed_for_starts_no_second_pa
     seen = Seen()
     claims = record_claims(seen, monkeypatch)
     scheduler = Scheduler(ctx, Watched(seen))  # type: ignore[arg-type]
-    ctx.wake_scheduler = scheduler.wake
+    ctx = replace(ctx, scheduler=scheduler)  # as the app gives the services its port
     await scheduler.start()
     try:
         await seen.until(lambda: seen.health_checks == 1)

@@ -6,12 +6,14 @@ pass at all: its result claims the apply, which is launched once the result comm
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import httpx
 import pytest
 from starlette.applications import Starlette
 
 from conftest import Tenant, make_stack
+from firstlume.domain.claims import Claim
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.protocol.events import RunUpdated
 from firstlume.pubsub import run_channel
@@ -54,7 +56,7 @@ async def test_a_started_run_is_launched_by_this_process_without_the_relay(
     ctx.settings = ctx.settings.model_copy(update={"scheduler_interval": 3600.0})
     launcher = PassWatchingLauncher()
     scheduler = Scheduler(ctx, launcher)  # type: ignore[arg-type]
-    ctx.wake_scheduler = scheduler.wake
+    ctx = replace(ctx, scheduler=scheduler)  # as the app gives the services its port
     await scheduler.start()
     try:
         await asyncio.wait_for(launcher.pass_ended.wait(), timeout=10)  # the first pass: nothing queued
@@ -70,7 +72,17 @@ async def test_a_started_run_is_launched_by_this_process_without_the_relay(
 async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, tenant: Tenant) -> None:
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     wakes: list[str] = []
-    ctx.wake_scheduler = lambda claims, changes: wakes.append("woken")
+
+    class Woken:
+        launching = False
+
+        def wake(self, claims: frozenset[Claim], changes: tuple[tuple[str, str], ...]) -> None:
+            wakes.append("woken")
+
+        def launch_claimed(self, launches: list[PhaseLaunch]) -> None:
+            raise AssertionError("nothing is handed over here")
+
+    ctx = replace(ctx, scheduler=Woken())
 
     with pytest.raises(RuntimeError, match="changed my mind"):
         async with ctx.unit() as unit:
@@ -86,7 +98,7 @@ async def test_only_a_committed_change_for_the_scheduler_wakes_it(ctx: Context, 
 
     # An event for live views only (the run's commit or configuration) is not the scheduler's.
     async with ctx.unit() as unit:
-        outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
+        await outbox.record(unit, RunUpdated(run_id=run_id), [run_channel(run_id)])
     assert wakes == ["woken"]
 
 
@@ -111,7 +123,7 @@ async def test_a_plan_needing_no_approval_launches_its_apply_with_its_result(
     assert settings.status_code == 200, settings.text
     launcher = PassWatchingLauncher()
     scheduler = Scheduler(ctx, launcher)  # type: ignore[arg-type]
-    ctx.wake_scheduler, ctx.launch_claimed = scheduler.wake, scheduler.launch_claimed
+    app.state.ctx = ctx = replace(ctx, scheduler=scheduler)  # as the app gives the services its port
     await scheduler.start()
     try:
         await asyncio.wait_for(launcher.pass_ended.wait(), timeout=10)  # the first pass, at the interval
@@ -134,7 +146,6 @@ async def test_a_plan_needing_no_approval_launches_its_apply_with_its_result(
         assert spec.status_code == 200, spec.text
         assert spec.json()["phase"] == "apply"
     finally:
-        ctx.wake_scheduler = ctx.launch_claimed = None
         await scheduler.stop()
     history = await client.get(f"/api/v1/orgs/acme/runs/{run_id}", headers=tenant.headers)
     assert history.json()["status"] == "applying"

@@ -133,10 +133,9 @@ def test_the_queue_is_entered_only_at_the_start_and_left_only_to_plan_or_be_canc
 async def test_a_start_that_waited_for_the_stack_counts_the_start_it_waited_for(
     client: httpx.AsyncClient, ctx: Context, tenant: Tenant
 ) -> None:
-    # On PostgreSQL a start numbers, writes and places its run in one statement, whose snapshot
-    # is taken before it waits for the stack's lock: the start it waited for is not in it, and
-    # must be counted all the same. Here the queue is otherwise empty, so nothing it can see is
-    # queued. (On SQLite the second start waits before its transaction begins.)
+    # A start that waited for the stack's lock (the counter's row on PostgreSQL; on SQLite the
+    # second start waits before its transaction begins) must count the start it waited for,
+    # which committed meanwhile, in its position.
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     async with ctx.unit() as unit:  # holds the stack's lock until it commits
         actor = await accounts.authenticate(unit.session, tenant.token)
@@ -191,9 +190,8 @@ async def test_starting_a_run_again_compiles_no_statement_anew(
 async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_updates(
     ctx: Context, tenant: Tenant
 ) -> None:
-    # A started run is written by a Core INSERT (services/transitions.py _insert), not the ORM's
-    # flush: the object must still come back complete (every column's default) and stay in the
-    # session, so that what the same change does to it afterwards is written too.
+    # A started run comes back complete (every column's default) and stays in the session, so
+    # that what the same change does to it afterwards is written too, as an UPDATE.
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     counter = StatementCounter(ctx.db)
     try:
@@ -217,16 +215,11 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
     assert len(inserts) == 1, inserts
     histories = [s for s in statements if "INSERT INTO run_status_history " in s]
     assert len(histories) == 1, histories
-    # On PostgreSQL the run's row and its first history row are one statement (one round trip).
-    assert (inserts == histories) is (not ctx.db.is_sqlite), inserts
     assert unit.queue_positions == {run.id: 1}
-    # Its audit entry and its outbox event: on PostgreSQL in the statement that numbers the run,
-    # so that the stack's lock is held for that statement and the commit alone; on SQLite as the
-    # unit commits.
+    # Its audit entry and its outbox event, one INSERT each.
     audits = [s for s in statements if "INSERT INTO audit_entries " in s]
     events = [s for s in statements if "INSERT INTO outbox " in s]
     assert len(audits) == len(events) == 1, statements
-    assert (audits == events == inserts) is (not ctx.db.is_sqlite), audits
     assert [s for s in statements if s.lstrip().startswith("UPDATE runs")], statements
     async with ctx.db.read() as session:
         stored = await session.get(Run, run.id)
@@ -240,14 +233,11 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
         assert event is not None and event.payload["run_id"] == run.id
 
 
-async def test_a_start_whose_unit_recorded_other_rows_first_writes_them_all_at_commit(
+async def test_a_unit_that_starts_several_runs_records_each_start_with_its_number_in_order(
     ctx: Context, tenant: Tenant
 ) -> None:
-    # The statement that numbers a run writes the unit's pending rows only when there is one of
-    # each table (services/transitions.py): its CTEs run in no defined order, and a table's rows
-    # must go in in order. A unit that has already recorded an audit entry writes the start's
-    # with it as it commits, the run's number put in then; a second start of the unit is
-    # numbered apart from the first.
+    # Each start's audit entry names the number its run was given, and a unit's entries and
+    # events keep the order they were recorded in, after what the unit recorded before.
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///repo"})
     async with ctx.unit() as unit:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from conftest import LiveServer, Tenant
-from firstlume.executor.phase import PREPARED_NOTE
 from support.e2e import Api, StackRepo
 from support.git_repos import make_repo
 from support.terraform import requires_terraform, run_terraform, terraform_env, write_config
@@ -64,29 +63,6 @@ def test_a_stack_without_backend_keeps_its_state_between_runs(api: Api, repo: St
     assert len(versions(api, "app")) == 1  # a plan writes no state
     outputs = api.http.get(f"{api.o}/stacks/app/state/outputs").json()["outputs"]
     assert outputs == [{"name": "size", "type": "string", "value": "small", "sensitive": False}]
-
-
-def test_an_apply_without_approval_prepared_while_its_plan_held_the_lock_keeps_its_state(
-    api: Api, repo: StackRepo
-) -> None:
-    # The apply's executor initializes the http backend while the plan still holds the state's
-    # lock (services/prepared.py): init reads the state and takes no lock, and the apply then
-    # takes it in turn. Enough resources that the plan is still running when that init reads.
-    many = 'resource "terraform_data" "many" {\n  count = 300\n  input = count.index\n}\n'
-    repo.commit({"main.tf": CODE + many}, "Many")
-    api.settings("", {"require_approval": False})
-    api.create_stack("app", repo)
-    run_id = api.start("app", "apply")
-    run = api.wait(run_id, "applied")
-    assert run["state_backends"] == [{"unit": ".", "backend": "firstlume"}]
-    [version] = versions(api, "app")
-    assert version["run"] == {"id": run_id, "number": 1, "phase": "apply"}
-    assert api.http.get(f"{api.o}/stacks/app/state/lock").json() == {"lock": None}
-    apply_log = api.log(run_id, "apply")
-    assert "State: kept in Firstlume" in apply_log
-    assert PREPARED_NOTE in apply_log  # the prepared checkout and init were the apply's
-    assert sum("successfully initialized" in line for line in apply_log.splitlines()) == 1
-    assert "flx_" not in api.log(run_id)
 
 
 def test_an_apply_whose_state_moved_since_the_plan_fails_before_terraform_starts(

@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -101,33 +102,36 @@ def create_app(settings: Settings | None = None) -> Starlette:
         relay_db = Database(settings.database_url, pool_size=1, max_overflow=1)
         relay = OutboxRelay(relay_db, pubsub)
         ctx = Context(settings=settings, db=db, keyring=load_keyring(settings), pubsub=pubsub, relay=relay)
-        app.state.ctx = ctx
         await relay.start()
         # Every replica sends notifications: each delivery is claimed by one sender at a time.
+        # The services are given it, and then the scheduler, as the ports of the context they
+        # use; each background service runs on the context built before it (it needs no port
+        # to itself).
         notifier_db = Database(settings.database_url, pool_size=2, max_overflow=2)
-        ctx.notifier = NotificationSender(ctx, db=notifier_db)
-        await ctx.notifier.start()
-        await ctx.token_watch.start()
+        notifier = NotificationSender(ctx, db=notifier_db)
+        ctx = replace(ctx, notifier=notifier)
+        await notifier.start()
         scheduler = None
-        drift = None
         if settings.scheduler_enabled:
-            launcher = build_launcher(settings)
             scheduler = Scheduler(
-                ctx, launcher, serving_since=lambda: getattr(app.state, "serving_since", None)
+                ctx, build_launcher(settings), serving_since=lambda: getattr(app.state, "serving_since", None)
             )
+            ctx = replace(ctx, scheduler=scheduler)
             await scheduler.start()
-            ctx.wake_scheduler = scheduler.wake
-            ctx.launch_claimed = scheduler.launch_claimed
-            ctx.prepares_applies = bool(getattr(launcher, "prepares_applies", False))
+        app.state.ctx = ctx
+        # The token watch of the context the API uses (each context made above has its own).
+        await ctx.token_watch.start()
+        drift = None
+        poller = None
+        if settings.scheduler_enabled:
             # Every replica with a scheduler runs it: the database makes each slot's run one.
             drift = DriftScheduler(ctx)
             await drift.start()
-        poller = None
-        if settings.scheduler_enabled and settings.git_poll_interval > 0:
-            poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
-            await poller.start()
+            if settings.git_poll_interval > 0:
+                poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
+                await poller.start()
         # Their state answers /readyz (api/health.py).
-        services = (relay, ctx.notifier, ctx.token_watch, scheduler, drift, poller)
+        services = (relay, notifier, ctx.token_watch, scheduler, drift, poller)
         app.state.services = [service for service in services if service is not None]
         try:
             yield
@@ -137,10 +141,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if drift is not None:
                 await drift.stop()
             if scheduler is not None:
-                # A plan's result arriving now leaves its apply queued for the next scheduler.
-                ctx.launch_claimed = None
                 await scheduler.stop()
-            await ctx.notifier.stop()
+            await notifier.stop()
             await ctx.token_watch.stop()
             await notifier_db.dispose()
             await relay.stop()

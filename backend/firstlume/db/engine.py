@@ -23,7 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util import await_
 
 from firstlume import retry
-from firstlume.db.single_write import SINGLE_WRITE, OneWrite, guard
 from firstlume.domain import json_output, json_stored
 
 # Marks a connection whose transaction only reads (see Database.read).
@@ -110,7 +109,6 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         except Exception as error:
             raise DisconnectionError() from error
 
-    event.listen(engine.sync_engine, "before_cursor_execute", guard)
     return engine
 
 
@@ -128,17 +126,6 @@ class Database:
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """One unit of work: commits on success, rolls back on any exception."""
         async with self.sessions() as session, session.begin():
-            yield session
-
-    @asynccontextmanager
-    async def single_write(self) -> AsyncIterator[AsyncSession]:
-        """A unit of work whose only write is one statement, marked with THE_WRITE (see
-        db/single_write.py): on PostgreSQL without BEGIN and COMMIT, so that the statement's row
-        locks end with it; on SQLite a transaction."""
-        async with self.sessions() as session, session.begin():
-            if not self.is_sqlite:
-                options = {"isolation_level": "AUTOCOMMIT", SINGLE_WRITE: OneWrite()}
-                await session.connection(execution_options=options)
             yield session
 
     @asynccontextmanager

@@ -67,9 +67,6 @@ class Effects:
     interrupted_changes: ChangeStates | None = None
     # The phase's executor token dies with its phase.
     revoke_phase_tokens: bool = False
-    # ...but not the token of an apply prepared while the plan ran (services/prepared.py): the
-    # apply it begins is that one's.
-    keeps_prepared_apply: bool = False
     # The apply ended: the run counts its failed resources (failed_resources), apart from its error.
     record_failed_resources: bool = False
     # The scheduler has work at once: a new run, an approved apply, or a stack freed for the
@@ -111,7 +108,6 @@ EFFECTS: dict[tuple[RunStatus | None, RunStatus], Effects] = {
         steps=((APPROVAL_STEP, StepStatus.SKIPPED),),
         changes=ALL_PENDING,
         revoke_phase_tokens=True,
-        keeps_prepared_apply=True,
         wakes_scheduler=True,
     ),
     (S.PLANNING, S.FAILED): Effects(

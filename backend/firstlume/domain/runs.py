@@ -138,17 +138,6 @@ def is_running_phase(status: str, attempt: int, phase: str, expected_attempt: in
     return running is not None and running.value == phase and attempt == expected_attempt
 
 
-# A run in these may still go on to its apply: an apply's executor started ahead of its plan's
-# end (a prepared apply, services/prepared.py) waits while the run is in one of them.
-BEFORE_APPLY: frozenset[RunStatus] = frozenset({S.PLANNING, S.APPLY_QUEUED})
-
-
-def is_prepared_phase(status: str, attempt: int, phase: str, token_attempt: int) -> bool:
-    """Whether a token is of an apply prepared ahead of its run's apply: the apply's attempt is
-    the one after the run's current one, and the run may still get there."""
-    return phase == Phase.APPLY and RunStatus(status) in BEFORE_APPLY and token_attempt == attempt + 1
-
-
 def can_transition(current: RunStatus | None, target: RunStatus) -> bool:
     """Whether the diagram has the arrow; `current` None is a run being created."""
     if current is None:

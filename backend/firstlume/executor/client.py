@@ -167,13 +167,7 @@ class ExecutorClient:
         return _parse("POST", "/plan", PlanRecorded, answer)
 
     async def get_plan(self) -> PlanDownload:
-        """The plan to apply. A prepared apply's request waits until its apply begins: a 204
-        means not yet, and it asks again (a 401, that the apply will not come)."""
-        while True:
-            response = await self._request("GET", "/plan")
-            assert response is not None
-            if response.status_code != 204:
-                return _parse("GET", "/plan", PlanDownload, response)
+        return await self._answer("GET", "/plan", PlanDownload)
 
     async def report_resources(self, updates: list[ResourceReport]) -> None:
         await self._request("POST", "/resources", ResourceReports(updates=updates))

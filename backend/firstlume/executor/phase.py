@@ -67,9 +67,6 @@ MAX_ERROR_CHARS = 8000
 _UNAUTHORIZED = "the control plane refused the phase token"
 
 
-# A prepared apply's log says so before the checkout and init it held.
-PREPARED_NOTE = "The checkout and init below ran while the plan was finishing (a prepared apply)"
-
 # Set by the launcher beside the token: which phase the executor is for.
 PHASE_VAR = "FIRSTLUME_PHASE"
 
@@ -105,22 +102,6 @@ async def _drop(task: asyncio.Task[Commit]) -> None:
     await asyncio.wait([task])
     if not task.cancelled():
         task.exception()
-
-
-@dataclass
-class PreparedApply:
-    """What a prepared apply (`spec.prepared`) did before its apply began: the plan's commit
-    checked out and initialized, with the log it wrote meanwhile, held until the apply's step."""
-
-    commit: Commit
-    code_dir: Path
-    config: StackConfig
-    engine: Engine
-    # The engine's environment before managed state's credentials, and the lock file its init
-    # left: the plan's must be the same, or init runs again with the plan's.
-    environment: dict[str, str]
-    lock_file: str | None
-    lines: list[str]
 
 
 @dataclass(frozen=True)
@@ -185,8 +166,6 @@ class PhaseRunner:
         self._overrides: list[Path] = []
         # An apply's last resource states, not yet shipped: its result carries them.
         self._last_resources: list[ResourceReport] = []
-        # While a prepared apply waits for its apply to begin, its log lines are held here.
-        self._held: list[str] | None = None
 
     def terminate(self, reason: str) -> None:
         """Stops the phase (a dead token, SIGTERM); the engine gets an interrupt first."""
@@ -216,24 +195,6 @@ class PhaseRunner:
         for secret in (spec.git_auth.https_token, spec.git_auth.ssh_private_key):
             if secret:
                 self.masker.add(secret)
-        prepared: PreparedApply | None = None
-        if spec.prepared:
-            prepared = await self._prepare(spec)
-            if self._plan is None:
-                self._plan = asyncio.ensure_future(self.client.get_plan())
-            try:
-                plan = await self._plan
-            except ControlPlaneError as exc:
-                self._remove_overrides()
-                await self._drop_plan()
-                # A 401: the run went another way (approval after all, no changes, a failure).
-                why = (
-                    "the prepared apply did not begin"
-                    if isinstance(exc, Unauthorized)
-                    else f"the prepared apply could not wait for its plan: {exc}"
-                )
-                return PhaseOutcome(None, why, None, 2)
-            spec = spec.model_copy(update={"log_offset": plan.log_offset or 0})
         self.logs = LogShipper(
             self.client, offset=spec.log_offset, masker=self.masker, interval=self.ship_interval
         )
@@ -246,8 +207,8 @@ class PhaseRunner:
         await heartbeat.start()
         status = PhaseResult.SUCCEEDED
         error: str | None = None
-        body = self._plan_phase(spec) if spec.phase == Phase.PLAN else self._apply_phase(spec, prepared)
-        self._body = asyncio.create_task(body, name="phase")
+        body = self._plan_phase if spec.phase == Phase.PLAN else self._apply_phase
+        self._body = asyncio.create_task(body(spec), name="phase")
         try:
             await self._body
         except asyncio.CancelledError:
@@ -357,80 +318,42 @@ class PhaseRunner:
             changes = "changes" if (has_changes if recorded is None else recorded) else "no changes"
             self._log(f"Plan recorded: {changes}" + (f" ({counts})" if counts else ""))
 
-    async def _prepare(self, spec: PhaseSpec) -> PreparedApply | None:
-        """A prepared apply's checkout and init, while its plan still runs: the plan's commit,
-        initialized with the variables as the plan's spec had them. Nothing is reported (the
-        apply has not begun); the log is held. None when any of it failed: the apply then does
-        it all again once it begins, and fails there as any apply would."""
-        lines: list[str] = []
-        self._held = lines
-        try:
-            if not spec.commit_sha:
-                return None
-            self._log(f"Cloning {display_url(spec.stack.repository)} at commit {spec.commit_sha}")
-            commit = await self._clone(spec, sha=spec.commit_sha)
-            self._log_commit(commit)
-            code_dir = self._code_dir(spec.stack.path, commit)
-            config = load_config(code_dir)
-            self._heading("init")
-            engine = self._engine(config, code_dir, merge_variables(spec.variables, config))
-            environment = dict(engine.env)
-            self._manage_state(spec, engine)
-            await engine.init()
-            return PreparedApply(commit, code_dir, config, engine, environment, engine.lock_file(), lines)
-        except Exception as exc:
-            print(
-                f"firstlume executor: preparing the apply failed ({self._describe(exc)}); it starts over",
-                file=sys.stderr,
-            )
-            self._remove_overrides()
-            self._managed_units = set()
-            return None
-        finally:
-            self._held = None
-
-    def _prepared_for(self, prepared: PreparedApply | None, plan: PlanDownload) -> PreparedApply | None:
-        """The prepared checkout, when it is the plan's commit; its log is now the apply's."""
-        if prepared is None or plan.commit_sha != prepared.commit.sha:
-            return None
-        self._log(PREPARED_NOTE)
-        for line in prepared.lines:
-            self._log(line)
-        return prepared
-
-    async def _apply_phase(self, spec: PhaseSpec, prepared: PreparedApply | None = None) -> None:
+    async def _apply_phase(self, spec: PhaseSpec) -> None:
         # A run has one step per name, and the control plane refuses to start a finished step
         # again: checkout and init already ran in the plan phase. The apply phase is one step,
         # `apply`, whose log has the checkout, init and apply parts under their own headings.
         stack = spec.stack
         async with self._step(APPLY_STEP, heading=False, last=True):
             self._heading("checkout")
-            verified: tuple[PlanDownload, bytes] | None = None
-            if prepared is not None:
-                verified = plan, plan_bytes = await self._verified_plan()
+            # The spec names the plan's commit: it is cloned while the plan downloads, and used
+            # only once the plan is verified and made at that commit.
+            cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
+            try:
+                plan = await (self._plan or self.client.get_plan())
+                for variable in plan.variables:
+                    self._add_secret_variable(variable)
+                plan_bytes = self._verified_plan_file(plan)
+                sha = spec.commit_sha or plan.commit_sha
+                planned_at, named = plan.commit_sha, spec.commit_sha
+                if planned_at and named and planned_at != named:
+                    raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
+                if not sha:
+                    raise PhaseFailure("the control plane gave no commit to apply")
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
-                prepared = self._prepared_for(prepared, plan)
-            if prepared is None:
-                commit, plan, plan_bytes = await self._checkout_for_apply(spec, verified)
-                code_dir = self._code_dir(stack.path, commit)
-                config = load_config(code_dir)
-                self._heading("init")
-            else:
-                commit, code_dir, config = prepared.commit, prepared.code_dir, prepared.config
+                self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
+                commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
+            finally:
+                if cloning is not None:
+                    await _drop(cloning)
+            self._log_commit(commit)
+            code_dir = self._code_dir(stack.path, commit)
+            config = load_config(code_dir)
+
+            self._heading("init")
             engine = self._engine(config, code_dir, plan.variables)
-            if prepared is not None and (prepared.environment, prepared.lock_file) == (
-                engine.env,
-                plan.lock_file,
-            ):
-                engine = prepared.engine  # initialized as the plan's own init left the code
-            else:
-                if prepared is not None:
-                    self._log(
-                        "The plan's lock file or environment is not what the apply prepared with: init again"
-                    )
-                engine.restore_lock_file(plan.lock_file)
-                self._manage_state(spec, engine)
-                await engine.init(lockfile_readonly=plan.lock_file is not None)
+            engine.restore_lock_file(plan.lock_file)
+            self._manage_state(spec, engine)
+            await engine.init(lockfile_readonly=plan.lock_file is not None)
             self.reports.send(self._state_backends(engine))
 
             self._heading("apply")
@@ -441,40 +364,6 @@ class PhaseRunner:
             failure = await self._apply(engine, plan_file, tracker)
             if failure is not None:
                 raise failure
-
-    async def _verified_plan(self) -> tuple[PlanDownload, bytes]:
-        """The plan to apply and its file, checked against its SHA-256; its secrets masked."""
-        plan = await (self._plan or self.client.get_plan())
-        for variable in plan.variables:
-            self._add_secret_variable(variable)
-        return plan, self._verified_plan_file(plan)
-
-    async def _checkout_for_apply(
-        self, spec: PhaseSpec, verified: tuple[PlanDownload, bytes] | None = None
-    ) -> tuple[Commit, PlanDownload, bytes]:
-        """The plan, verified, and its commit checked out (`verified`: the plan, already
-        verified and logged so)."""
-        stack = spec.stack
-        # The spec names the plan's commit: it is cloned while the plan downloads, and used
-        # only once the plan is verified and made at that commit.
-        cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
-        try:
-            plan, plan_bytes = verified or await self._verified_plan()
-            sha = spec.commit_sha or plan.commit_sha
-            planned_at, named = plan.commit_sha, spec.commit_sha
-            if planned_at and named and planned_at != named:
-                raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
-            if not sha:
-                raise PhaseFailure("the control plane gave no commit to apply")
-            if verified is None:
-                self._log(f"Plan file verified (SHA-256 {plan.sha256})")
-            self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
-            commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
-        finally:
-            if cloning is not None:
-                await _drop(cloning)
-        self._log_commit(commit)
-        return commit, plan, plan_bytes
 
     async def _apply(self, engine: Engine, plan_file: Path, tracker: ApplyTracker) -> PhaseFailure | None:
         """Runs the apply; resource states go out in the background, never holding up the
@@ -551,9 +440,6 @@ class PhaseRunner:
         self._log(f"--- {part}")
 
     def _log(self, text: str) -> None:
-        if self._held is not None:
-            self._held.append(text)
-            return
         self.logs.line(self._step_name, text)
 
     async def _quiet_flush(self) -> None:

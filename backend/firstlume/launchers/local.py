@@ -115,10 +115,6 @@ class Isolation:
 
 
 class LocalLauncher:
-    # A spare executor starts a phase in milliseconds: an apply's may start while its plan runs
-    # (services/prepared.py).
-    prepares_applies = True
-
     def __init__(
         self, log_dir: Path, extra_env: dict[str, str] | None = None, isolation: Isolation | None = None
     ) -> None:

@@ -119,10 +119,8 @@ Event = Annotated[
 _EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-def event_from(value: Event | dict[str, Any]) -> Event:
-    """An event model, from a model or the dict of one (validated)."""
-    if isinstance(value, _Event):
-        return value
+def event_from(value: dict[str, Any]) -> Event:
+    """The event model of a stored payload (validated)."""
     return _EVENTS.validate_python(value)
 
 

@@ -144,12 +144,6 @@ class PhaseSpec(Answer):
         gt=0,
         description="seconds each network step of a checkout (connect, each read) may wait (FIRSTLUME_GIT_TIMEOUT)",
     )
-    prepared: bool = Field(
-        default=False,
-        description="an apply started while its plan still runs: check out `commit_sha` and init with "
-        "`variables` (the plan's, as its spec had them), report nothing, then wait for `GET /plan`, "
-        "which answers once the apply may begin (its `log_offset` is then the log's)",
-    )
 
 
 # -- reports ------------------------------------------------------------------------------------------
@@ -306,11 +300,6 @@ class PlanDownload(Answer):
         default_factory=list,
         description="the changes the plan lists, in plan order, to follow during the apply",
     )
-    log_offset: StrictInt | None = Field(
-        default=None,
-        ge=0,
-        description="where the apply's log continues: given to a prepared apply, whose spec could not know it",
-    )
 
 
 class StageReport(Request):
@@ -404,14 +393,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "undoes the whole batch",
     ),
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
-    Endpoint(
-        "GET",
-        "/plan",
-        None,
-        PlanDownload,
-        "200",
-        "apply phase; a prepared apply's waits until its apply begins, or answers 204 after 20 s (ask again)",
-    ),
+    Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",

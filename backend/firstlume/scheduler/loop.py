@@ -6,7 +6,10 @@ fail runs whose heartbeat stopped, and ask the launcher which executors died. A 
 once when an event says there is work (a run started, approved, ended or canceled), and at the
 latest every FIRSTLUME_SCHEDULER_INTERVAL seconds (a background service: background.py). The scheduler is the only caller of the
 launcher: the API changes the database, and the scheduler makes the executors follow (a plan's
-result that claims its own apply hands the launch to the scheduler: launch_claimed).
+result that claims its own apply hands the launch to the scheduler: launch_claimed). The services
+reach it through its port (services/ports.SchedulerPort), which the app gives to the Context it
+builds after the scheduler; the scheduler's own context has none, and it wakes itself when its
+own changes (a phase it failed) free a stack.
 """
 
 from __future__ import annotations
@@ -90,15 +93,24 @@ class Scheduler(BackgroundService):
         self._passed_for: dict[tuple[str, str], float] = {}
         # Launches of phases claimed outside a pass (launch_claimed), until they are done.
         self._handed_over: set[asyncio.Task[None]] = set()
+        self._launching = False
+
+    @property
+    def launching(self) -> bool:
+        """Whether it launches phases claimed outside its passes (from start to stop)."""
+        return self._launching
 
     async def start(self) -> None:
         # Heartbeats could not reach a control plane that was down: none is missed before then.
         self._up_since = utcnow()
         await self.launcher.start(self._on_death)
+        self._launching = True
         await super().start()
         self._listener = asyncio.create_task(self._listen(), name="firstlume-scheduler-wake")
 
     async def stop(self) -> None:
+        # A plan's result arriving from now on leaves its apply queued for the next scheduler.
+        self._launching = False
         await super().stop()
         await cancel_and_wait(self._listener)
         # A launch already committed ends first: dropped, its run would wait for the heartbeat
@@ -219,7 +231,8 @@ class Scheduler(BackgroundService):
             finally:
                 self._silenced.discard(ref)
             metrics.MISSED_HEARTBEATS.inc()
-            await dispatch.fail_phase(self.ctx, ref, dispatch.silence_reason(self.ctx))
+            if await dispatch.fail_phase(self.ctx, ref, dispatch.silence_reason(self.ctx)):
+                self.wake()  # its stack's lock is free
         active = await dispatch.running_phases(self.ctx)
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
@@ -269,7 +282,8 @@ class Scheduler(BackgroundService):
                 await self.launcher.launch(launch)
             except Exception as error:
                 log.exception("launching %s failed", ref)
-                await dispatch.fail_phase(self.ctx, ref, f"The executor could not be started: {error}")
+                if await dispatch.fail_phase(self.ctx, ref, f"The executor could not be started: {error}"):
+                    self.wake()  # its stack's lock is free
 
     async def clean_up_canceled(self) -> None:
         """Asks the launcher to remove what canceled runs left (a finished plan's Job, a Job a

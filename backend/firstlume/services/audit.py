@@ -18,7 +18,7 @@ from typing import Any, cast
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.append import append_at_commit
+from firstlume.db.append import append_rows
 from firstlume.db.models import Organization, Stack
 from firstlume.db.models_audit import AuditEntry
 from firstlume.db.types import utcnow
@@ -98,7 +98,7 @@ async def record(
     by_system: bool = False,
 ) -> None:
     """Inserts the audit row of a change in the change's transaction: it commits with the change
-    or not at all (a unit writes it as it commits, with its outbox events: db/append.py). `org` is the organization (or a stack of it, or its id); `stack` the slug of
+    or not at all. `org` is the organization (or a stack of it, or its id); `stack` the slug of
     the stack concerned, if any (a Stack given as `org` counts). `actor` defaults to the session's bound
     actor, else "system"; `by_system` records "system" whoever is bound (a push, the schedule)."""
     details = dict(details or {})
@@ -110,7 +110,7 @@ async def record(
     origin = current_origin()
     if stack is None and isinstance(org, Stack):
         stack = org.slug
-    await append_at_commit(
+    await append_rows(
         session,
         _AUDIT_ENTRIES,
         {

@@ -3,48 +3,33 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.append import AT_COMMIT, write_at_commit
 from firstlume.db.engine import Database
-from firstlume.db.models import OutboxEvent
-from firstlume.db.single_write import SingleWriteBroken
 from firstlume.domain.claims import Claim
-from firstlume.protocol.events import Event, event_from
+from firstlume.launchers.base import PhaseLaunch
+from firstlume.protocol.events import Event
 from firstlume.pubsub import PubSub
+from firstlume.services.access.token_watch import TokenWatch
+from firstlume.services.logs import LogTails
+from firstlume.services.ports import Kickable, Notifier, SchedulerPort
 from firstlume.settings import Settings
 
-if TYPE_CHECKING:
-    from firstlume.launchers.base import PhaseLaunch
-    from firstlume.services.access.token_watch import TokenWatch
-    from firstlume.services.logs import LogTails
-    from firstlume.services.notifications.sender import NotificationSender
-    from firstlume.services.outbox import OutboxRelay
-
 log = logging.getLogger("firstlume.events")
-# Wakes this process's scheduler: the kinds of claim a committed change calls for, and the
-# changes themselves as (run id, status) (scheduler/loop.py Scheduler.wake).
-WakeScheduler = Callable[[frozenset[Claim], tuple[tuple[str, str], ...]], None]
-_OUTBOX = cast(Table, OutboxEvent.__table__)
 
 
 @dataclass
 class Unit:
     session: AsyncSession
     _events: list[tuple[str, Event]] = field(default_factory=list)
-    # The outbox rows of this unit (services/outbox.py), inserted together just before it
-    # commits: nothing reads them back within the change, and a status change of many runs
-    # records one each.
-    outbox_rows: list[dict[str, Any]] = field(default_factory=list)
+    # Whether it wrote outbox rows (services/outbox.py), which the relay then publishes.
+    wrote_outbox: bool = False
     # The position in its stack's queue (1 = starts next) of each run this unit queued, counted
     # when it was queued (transitions.py): the answer to starting a run reads it from here.
     queue_positions: dict[str, int] = field(default_factory=dict)
@@ -57,105 +42,64 @@ class Unit:
     # The status changes behind that wake, as (run id, status): this process's scheduler, woken
     # for them at commit, need not pass again when their events come back through the relay.
     scheduler_changes: list[tuple[str, str]] = field(default_factory=list)
-    # Whether outbox rows of this unit were written before it commits (take_rows_at_commit).
-    _outbox_written_early: bool = False
-    # Whether its only write is one statement, which then takes every row it would write as it
-    # commits (Context.unit).
-    single_write: bool = False
+    # Phases it claimed outside the scheduler's passes, which this process's scheduler launches
+    # once it commits (services/dispatch.py hand_over_apply).
+    launches: list[PhaseLaunch] = field(default_factory=list)
 
-    @property
-    def wrote_outbox(self) -> bool:
-        """Whether this unit wrote outbox rows, which the relay then publishes."""
-        return self._outbox_written_early or bool(self.outbox_rows)
-
-    def take_rows_at_commit(
-        self, can_take: Callable[[list[tuple[Table, dict[str, Any]]]], bool]
-    ) -> list[tuple[Table, dict[str, Any]]]:
-        """The rows this unit is to write as it commits (its audit entries, then its outbox
-        events), if `can_take` them: a statement the unit runs now then writes them
-        (transitions.py), and the commit does not. Otherwise none."""
-        appended: list[tuple[Table, dict[str, Any]]] = self.session.info.get(AT_COMMIT, [])
-        rows = [*appended, *((_OUTBOX, row) for row in self.outbox_rows)]
-        if not rows or not can_take(rows):
-            return []
-        appended.clear()
-        self._outbox_written_early |= bool(self.outbox_rows)
-        self.outbox_rows.clear()
-        return rows
-
-    def check_nothing_left_at_commit(self) -> None:
-        """In a single-write unit, refuses its one write while rows would be left to write as it
-        commits: that second write would come after the first had committed."""
-        if self.single_write and (self.session.info.get(AT_COMMIT) or self.outbox_rows):
-            raise SingleWriteBroken(
-                "a unit that writes with one statement has rows left to write as it commits"
-            )
-
-    def publish_after_commit(self, channel: str, event: Event | dict[str, Any]) -> None:
+    def publish_after_commit(self, channel: str, event: Event) -> None:
         """A best-effort wake-up for live views, sent once the transaction has committed. If the
         broker is down then, it is lost (views also poll); events that must not be lost go
         through the outbox instead (services/outbox.py). An event already waiting is not added
         again: several reports of one request (POST /reports) would wake a view once each."""
-        entry = (channel, event_from(event))
+        entry = (channel, event)
         if entry not in self._events:
             self._events.append(entry)
 
 
 @dataclass
 class Context:
+    """What every use case needs: settings, the database, the key ring, the broker, and the
+    services a committed unit tells of its changes, given when the app builds the context."""
+
     settings: Settings
     db: Database
     keyring: KeyRing
     pubsub: PubSub
-    # Started with the app; without one (the CLI), outbox rows wait for the next relay to run.
-    relay: OutboxRelay | None = None
+    # The outbox relay (services/outbox.py); without one (the CLI), outbox rows wait for the
+    # next relay to run.
+    relay: Kickable | None = None
     # This process's notification sender (services/notifications/sender.py), when it has one.
-    notifier: NotificationSender | None = None
-    # Wakes this process's scheduler, when it runs one (app.py).
-    wake_scheduler: WakeScheduler | None = None
-    # Launches phases claimed outside the scheduler's passes (a plan's result that queues its
-    # own apply), through this process's scheduler, when it runs one (app.py).
-    launch_claimed: Callable[[list[PhaseLaunch]], None] | None = None
-    # Whether this process's launcher starts an apply's executor while its plan runs
-    # (services/prepared.py): one whose executors start in a fraction of a second.
-    prepares_applies: bool = False
+    notifier: Notifier | None = None
+    # This process's scheduler, when it runs one.
+    scheduler: SchedulerPort | None = None
+    # This process's live log readers, one tail per run (services/logs.py), and its watch over
+    # the tokens of open subscriptions (one query for all).
+    log_tails: LogTails = field(init=False)
+    token_watch: TokenWatch = field(init=False)
 
-    @cached_property
-    def log_tails(self) -> LogTails:
-        """This process's live log readers, one tail per run (services/logs.py)."""
-        from firstlume.services.logs import LogTails
-
-        return LogTails(self)
-
-    @cached_property
-    def token_watch(self) -> TokenWatch:
-        """This process's watch over the tokens of open subscriptions (one query for all)."""
-        from firstlume.services.access.token_watch import TokenWatch
-
-        return TokenWatch(self)
+    def __post_init__(self) -> None:
+        self.log_tails = LogTails(self)
+        self.token_watch = TokenWatch(self)
 
     @asynccontextmanager
-    async def unit(self, *, single_write: bool = False) -> AsyncIterator[Unit]:
+    async def unit(self) -> AsyncIterator[Unit]:
         """A transaction; events recorded in it are published only once it has committed, so a
         subscriber never hears of a change it cannot read yet. Publishing never fails the unit:
-        its change is saved by then. `single_write`: its only write is one statement (starting a
-        run: db/single_write.py), which on PostgreSQL commits as it ends."""
-        unit = Unit(session=None, single_write=single_write)  # type: ignore[arg-type]
-        sessions = self.db.single_write if single_write else self.db.transaction
-        async with sessions() as session:
+        its change is saved by then."""
+        unit = Unit(session=None)  # type: ignore[arg-type]
+        async with self.db.transaction() as session:
             unit.session = session
-            appended: list[tuple[Table, dict[str, Any]]] = []
-            session.info[AT_COMMIT] = appended
             yield unit
-            del session.info[AT_COMMIT]
-            await write_at_commit(session, [*appended, *((_OUTBOX, row) for row in unit.outbox_rows)])
         if unit.wrote_outbox and self.relay is not None:
             self.relay.kick()
-        if unit.wakes_scheduler and self.wake_scheduler is not None:
-            # This process's scheduler starts its pass now, not once the event has gone through
-            # the relay and the broker and come back (other replicas still hear it that way):
-            # every run's start, and its hand-over from plan to apply, waits for that pass.
-            self.wake_scheduler(frozenset(unit.scheduler_claims), tuple(unit.scheduler_changes))
+        if self.scheduler is not None:
+            if unit.wakes_scheduler:
+                # This process's scheduler starts its pass now, not once the event has gone
+                # through the relay and the broker and come back (other replicas still hear it
+                # that way): every run's start waits for that pass.
+                self.scheduler.wake(frozenset(unit.scheduler_claims), tuple(unit.scheduler_changes))
+            if unit.launches:
+                self.scheduler.launch_claimed(unit.launches)
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
         if unit._events:

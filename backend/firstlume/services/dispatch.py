@@ -10,7 +10,7 @@ transactions begin IMMEDIATE and so take turns, which keeps one process (or a fe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -23,16 +23,8 @@ from firstlume.db.models import Organization, PhaseToken, Run, Stack
 from firstlume.db.types import utcnow
 from firstlume.domain.claims import APPLIES
 from firstlume.domain.errors import StackLocked, StatusChanged
-from firstlume.domain.runs import (
-    HOLDS_LOCK,
-    PHASE_OF_RUNNING_STATUS,
-    RUNNING,
-    Phase,
-    RunStatus,
-    is_running_phase,
-)
+from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, RunStatus, is_running_phase
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
-from firstlume.services import prepared
 from firstlume.services.context import Context, Unit
 from firstlume.services.execution import fail_run
 from firstlume.services.transitions import change_status_many
@@ -78,9 +70,7 @@ QUEUED_APPLIES = _locking_batch(
 
 async def _claim_batch(
     ctx: Context, unit: Unit, run_ids: Sequence[str], expected: RunStatus, target: RunStatus
-) -> tuple[list[PhaseLaunch], set[str]]:
-    """Moves the runs and gives each claimed phase a token; returns what to launch, and the runs
-    whose apply was prepared (services/prepared.py): their phase's token and executor exist."""
+) -> list[PhaseLaunch]:
     now = utcnow()
     moved = await change_status_many(
         unit,
@@ -92,14 +82,8 @@ async def _claim_batch(
         heartbeat_at=now,
     )
     if not moved:
-        return [], set()
+        return []
     phase = PHASE_OF_RUNNING_STATUS[target].value
-    adopted: set[str] = set()
-    if phase == Phase.APPLY:
-        adopted = await prepared.adopted(unit.session, [(row.id, row.phase_attempt) for row in moved])
-        moved = [row for row in moved if row.id not in adopted]
-        if not moved:
-            return [], adopted
     tokens = {row.id: new_token("flx") for row in moved}
     await unit.session.execute(
         insert(cast(Table, PhaseToken.__table__)),
@@ -121,7 +105,7 @@ async def _claim_batch(
             .where(Stack.id.in_({row.stack_id for row in moved}))
         )
     }
-    launches = [
+    return [
         PhaseLaunch(
             run_id=row.id,
             phase=phase,
@@ -133,7 +117,6 @@ async def _claim_batch(
         )
         for row in moved
     ]
-    return launches, adopted
 
 
 async def _claim(
@@ -145,7 +128,7 @@ async def _claim(
         async with ctx.unit() as unit:
             run_ids = list(await unit.session.scalars(candidates, {"limit": limit}))
             try:
-                claimed, _ = await _claim_batch(ctx, unit, run_ids, expected, target)
+                claimed = await _claim_batch(ctx, unit, run_ids, expected, target)
             except StackLocked:
                 # A stack got a lock holder after the candidates were read (another path into a
                 # lock status): claim them one by one, so the others still start now.
@@ -160,7 +143,7 @@ async def _claim(
     for run_id in run_ids:
         try:
             async with ctx.unit() as unit:
-                launches += (await _claim_batch(ctx, unit, [run_id], expected, target))[0]
+                launches += await _claim_batch(ctx, unit, [run_id], expected, target)
         except (StackLocked, StatusChanged):
             continue
     return launches
@@ -183,21 +166,20 @@ async def claim_plans(ctx: Context, limit: int | None = None) -> list[PhaseLaunc
     return await _claim(ctx, STARTABLE_PLANS, limit or CLAIM_BATCH, RunStatus.QUEUED, RunStatus.PLANNING)
 
 
-async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> Callable[[], None] | None:
+async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> bool:
     """Claims the apply of a run that `unit` has just made apply_queued (apply_queued → applying)
-    in that unit's transaction, when this process runs a scheduler; returns what launches it,
-    to call once the unit has committed (None: nothing claimed, a scheduler pass will). The run's
-    row is locked by that change, so no other scheduler can claim it too, and the pass the
-    change would have woken here has nothing left to claim: it is not made."""
-    launch_claimed = ctx.launch_claimed
-    if launch_claimed is None:
-        return None
-    launches, adopted = await _claim_batch(ctx, unit, [run_id], RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
-    if not launches and not adopted:
-        return None
+    in that unit's transaction, when this process's scheduler launches hand-overs: it launches
+    the apply once the unit has committed (Unit.launches). False: nothing claimed, a scheduler
+    pass will. The run's row is locked by that change, so no other scheduler can claim it too,
+    and the pass the change would have woken here has nothing left to claim: it is not made."""
+    if ctx.scheduler is None or not ctx.scheduler.launching:
+        return False
+    launches = await _claim_batch(ctx, unit, [run_id], RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
+    if not launches:
+        return False
+    unit.launches += launches
     unit.scheduler_claims.discard(APPLIES)
-    # A prepared apply's executor is waiting for this commit: nothing to launch.
-    return (lambda: launch_claimed(launches)) if launches else (lambda: None)
+    return True
 
 
 async def claim_applies(ctx: Context, limit: int | None = None) -> list[PhaseLaunch]:
@@ -210,10 +192,7 @@ async def fail_phase(ctx: Context, ref: PhaseRef, reason: str) -> bool:
     try:
         async with ctx.unit() as unit:
             run = await unit.session.scalar(select(Run).where(Run.id == ref.run_id).with_for_update())
-            if run is None:
-                return False
-            if not is_running_phase(run.status, run.phase_attempt, ref.phase, ref.attempt):
-                await prepared.drop_prepared(unit.session, run, ref)
+            if run is None or not is_running_phase(run.status, run.phase_attempt, ref.phase, ref.attempt):
                 return False
             await fail_run(unit, run, reason, actor="scheduler")
             return True

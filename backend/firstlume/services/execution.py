@@ -33,10 +33,10 @@ from firstlume.domain.runs import (
     RunStatus,
     RunType,
     StepStatus,
-    is_prepared_phase,
     is_running_phase,
     status_after_plan,
 )
+from firstlume.protocol.events import ChangesStored, LogAppended, ResourcesChanged, RunUpdated
 from firstlume.protocol.executor import (
     CommitReport,
     ConfigurationReport,
@@ -100,35 +100,26 @@ _PHASE_OF_TOKEN = {lock: _phase_of_token(lock) for lock in (False, True)}
 
 
 async def authenticate_phase(
-    session: AsyncSession, token: str | None, *, lock: bool = False, prepared: bool = False
+    session: AsyncSession, token: str | None, *, lock: bool = False
 ) -> tuple[Run, PhaseToken]:
     """The run and phase a live executor token is for; `lock` locks the run's row. PostgreSQL
-    hands a locked row back as it is once the lock is had, so the phase is checked on that.
-    `prepared`: a prepared apply's token (services/prepared.py) is good too, before its apply
-    begins (only its spec, its wait for the plan and reads of its stack's state take one)."""
+    hands a locked row back as it is once the lock is had, so the phase is checked on that."""
     if not token:
         raise Unauthenticated("Send the executor's phase token: 'Authorization: Bearer <token>'.")
     found = (await session.execute(_PHASE_OF_TOKEN[lock], {"token_hash": hash_token(token)})).first()
     if found is None:
         raise Unauthenticated("This executor token is not valid, or its phase has ended.")
     run, row = found
-    if is_running_phase(run.status, run.phase_attempt, row.phase, row.attempt):
-        return run, row
-    if prepared and is_prepared_phase(run.status, run.phase_attempt, row.phase, row.attempt):
-        return run, row
-    raise Unauthenticated("This executor token is not valid, or its phase has ended.")
+    if not is_running_phase(run.status, run.phase_attempt, row.phase, row.attempt):
+        raise Unauthenticated("This executor token is not valid, or its phase has ended.")
+    return run, row
 
 
-async def phase_spec(
-    ctx: Context, session: AsyncSession, run: Run, token: PhaseToken, *, prepared: bool = False
-) -> PhaseSpec:
-    """`prepared`: the spec of an apply that starts while its plan runs, with the variables as
-    a plan's spec has them (the plan's are not stored yet; the apply compares them when the
-    plan download brings them) and the plan's commit, recorded by its checkout."""
+async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: PhaseToken) -> PhaseSpec:
     stack = await session.get(Stack, run.stack_id)
     assert stack is not None
     git_context = f"stack-git:{stack.id}"
-    if token.phase == Phase.PLAN or prepared:
+    if token.phase == Phase.PLAN:
         variables = [
             Variable.model_validate(
                 {
@@ -142,7 +133,7 @@ async def phase_spec(
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
         # A push run plans its pushed commit; any other plan takes the tip of the branch.
-        commit_sha = run.commit_sha if prepared else run.trigger_commit
+        commit_sha = run.trigger_commit
     else:
         # The plan's variables only: its file and lock file are the plan download's.
         sealed = await session.scalar(
@@ -174,7 +165,6 @@ async def phase_spec(
         heartbeat_interval_seconds=ctx.settings.executor_heartbeat_interval,
         git_timeout_seconds=ctx.settings.git_timeout,
         state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
-        prepared=prepared,
     )
 
 
@@ -204,7 +194,7 @@ async def record_commit(unit: Unit, run: Run, token: PhaseToken, report: CommitR
     run.commit_author = report.author
     run.commit_message = report.message.splitlines()[0][:1000] if report.message else ""
     run.commit_url = report.url
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_configuration(unit: Unit, run: Run, token: PhaseToken, report: ConfigurationReport) -> None:
@@ -214,7 +204,7 @@ async def record_configuration(unit: Unit, run: Run, token: PhaseToken, report: 
     run.engine = report.engine
     # Names and origins only: the model has no field for a value.
     run.variables_used = [v.model_dump(mode="json") for v in report.variables]
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_step(unit: Unit, run: Run, report: StepReport) -> None:
@@ -245,15 +235,14 @@ async def append_log(unit: Unit, run: Run, batch: LogBatch) -> int:
     run.log_length = end + len(new_text)
     await unit.session.flush()
     unit.publish_after_commit(
-        run_channel(run.id),
-        {"type": "log", "run_id": run.id, "step": batch.step, "offset": end, "end": run.log_length},
+        run_channel(run.id), LogAppended(run_id=run.id, step=batch.step, offset=end, end=run.log_length)
     )
     return run.log_length
 
 
 async def record_state_backends(unit: Unit, run: Run, report: StateBackendsReport) -> None:
     run.state_backends = [b.model_dump(mode="json") for b in report.backends]
-    unit.publish_after_commit(run_channel(run.id), {"type": "run", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
 
 
 async def record_reports(unit: Unit, run: Run, token: PhaseToken, batch: ReportBatch) -> None:
@@ -323,7 +312,7 @@ async def store_plan(
     run.summary_update, run.summary_create = summary.update, summary.create
     run.has_plan = True
     await session.flush()
-    unit.publish_after_commit(run_channel(run.id), {"type": "changes", "run_id": run.id})
+    unit.publish_after_commit(run_channel(run.id), ChangesStored(run_id=run.id))
     return PlanRecorded(summary=PlanSummary(**summary.as_dict()), has_changes=summary.has_changes)
 
 
@@ -361,7 +350,6 @@ async def load_plan(ctx: Context, session: AsyncSession, run: Run, token: PhaseT
         variables=_stored_variables(ctx, run, artifact.variables_sealed),
         config_yaml=run.config_yaml,
         commit_sha=run.commit_sha,
-        log_offset=run.log_length,
         changes=[
             PlannedChange(address=address, action=action, stage_order=[s["action"] for s in stages])
             for address, action, stages in await session.execute(
@@ -392,10 +380,8 @@ async def record_resources(unit: Unit, run: Run, token: PhaseToken, reports: Res
     )
     if not changed:
         return
-    event: dict[str, Any] = {"type": "resources", "run_id": run.id}
-    if len(changed) <= MAX_ADDRESSES_PER_EVENT:
-        event["addresses"] = changed
-    unit.publish_after_commit(run_channel(run.id), event)
+    addresses = tuple(changed) if len(changed) <= MAX_ADDRESSES_PER_EVENT else None
+    unit.publish_after_commit(run_channel(run.id), ResourcesChanged(run_id=run.id, addresses=addresses))
 
 
 async def fail_run(

@@ -15,7 +15,6 @@ from firstlume.db.types import utcnow
 from firstlume.domain.audit import SECRET_SETTINGS, AuditAction
 from firstlume.domain.errors import NotFound
 from firstlume.domain.inheritance import (
-    SETTING_NAMES,
     Level,
     Resolved,
     resolve_variables,
@@ -23,20 +22,10 @@ from firstlume.domain.inheritance import (
 from firstlume.services import audit
 from firstlume.services.catalog import folder_chain
 from firstlume.services.commands import PatchSettings, PutVariable
-
-Scope = Organization | Folder | Stack
-
-
-def scope_name(scope: Scope) -> str:
-    return {Organization: "organization", Folder: "folder", Stack: "stack"}[type(scope)]
-
-
-def org_id_of(scope: Scope) -> str:
-    return scope.id if isinstance(scope, Organization) else scope.org_id
-
-
-def explicit_settings(scope: Scope) -> dict[str, Any]:
-    return {name: getattr(scope, name) for name in SETTING_NAMES}
+from firstlume.services.reads.settings import effective_settings as resolve_many
+from firstlume.services.scopes import Scope as Scope
+from firstlume.services.scopes import explicit_settings as explicit_settings
+from firstlume.services.scopes import org_id_of, scope_name
 
 
 async def _chain(session: AsyncSession, scope: Scope) -> tuple[Organization, list[Folder], Stack | None]:
@@ -50,10 +39,7 @@ async def _chain(session: AsyncSession, scope: Scope) -> tuple[Organization, lis
 
 
 async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, Resolved]:
-    """One scope's settings, resolved by the read layer's batch read (imported here: the read
-    layer builds on this module)."""
-    from firstlume.services.reads.settings import effective_settings as resolve_many
-
+    """One scope's settings, resolved by the read layer's batch read."""
     [resolved] = await resolve_many(session, [scope])
     return resolved
 

@@ -16,15 +16,16 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from firstlume.db.engine import Database
 from firstlume.db.models import LogChunk, Run, RunStep
 from firstlume.domain.runs import FINISHED, FINISHED_STEP_STATUSES
 from firstlume.protocol.events import Closed, Event, LogAppended, Resync, RunStatusChanged, StepChanged
-from firstlume.pubsub import run_channel
-from firstlume.services.context import Context
+from firstlume.pubsub import PubSub, run_channel
 
 log = logging.getLogger("firstlume.logs")
 
@@ -42,6 +43,22 @@ SHARED_SLICE_CHARS = 64 * 1024
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
 FINISHED_STEP_VALUES = frozenset(s.value for s in FINISHED_STEP_STATUSES)
+
+
+class LogSources(Protocol):
+    """Where logs are read from: the database, and the broker that says when they grow. The
+    services' Context is one; it holds this process's tails, so this module does not import it."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def pubsub(self) -> PubSub: ...
+
+
+class LiveLogSources(LogSources, Protocol):
+    @property
+    def log_tails(self) -> LogTails: ...
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,7 @@ async def read_log(
 
 
 async def stream_log(
-    ctx: Context, run_id: str, step: str | None = None, offset: int = 0, before: int | None = None
+    ctx: LogSources, run_id: str, step: str | None = None, offset: int = 0, before: int | None = None
 ) -> AsyncIterator[LogSlice]:
     """The stored log from `offset` (up to `before`), page by page, however long it is."""
     while before is None or offset < before:
@@ -304,7 +321,7 @@ class _RunTail:
 class LogTails:
     """The tails of one process, one per run with live readers."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: LogSources) -> None:
         self.ctx = ctx
         self._tails: dict[str, _RunTail] = {}
 
@@ -355,7 +372,7 @@ class LogTails:
 
 
 async def follow_log(
-    ctx: Context, run_id: str, step: str | None = None, offset: int = 0
+    ctx: LiveLogSources, run_id: str, step: str | None = None, offset: int = 0
 ) -> AsyncIterator[LogSlice]:
     """The log (or one step's) from `offset`, live, until the run (or step) ends."""
     async for part in ctx.log_tails.follow(run_id, step, offset):

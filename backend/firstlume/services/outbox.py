@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume import retry
 from firstlume.background import BackgroundService
+from firstlume.db.append import append_rows
 from firstlume.db.engine import Database
 from firstlume.db.models import OutboxEvent
 from firstlume.db.types import utcnow
@@ -34,6 +36,7 @@ from firstlume.pubsub import SCHEDULER_CHANNEL, PublishFailed, PubSub
 from firstlume.services.context import Unit
 
 log = logging.getLogger("firstlume.outbox")
+_OUTBOX = cast(Table, OutboxEvent.__table__)
 
 RETENTION = timedelta(days=7)
 # Passes start at least this far apart (seconds). Each pass costs the process about half a
@@ -44,28 +47,45 @@ RETENTION = timedelta(days=7)
 PACE = 0.02
 
 
-def record(unit: Unit, event: Event, channels: list[str], *, notification: str | None = None) -> None:
-    """Adds `event` to the outbox in the unit's transaction (written as it commits): it is
-    published once, and only if, the unit commits."""
+async def record(unit: Unit, event: Event, channels: list[str], *, notification: str | None = None) -> None:
+    """Adds `event` to the outbox in the unit's transaction: it is published once, and only if,
+    the unit commits."""
+    await record_all(unit, [(event, channels)], notification=notification)
+
+
+async def record_all(
+    unit: Unit, events: Sequence[tuple[Event, list[str]]], *, notification: str | None = None
+) -> None:
+    """`record` for several events (each with its channels), in one INSERT: a claim of many runs
+    records one each."""
+    if not events:
+        return
     now = utcnow()
-    unit.outbox_rows.append(
-        {
-            "created_at": now,
-            "kind": event.type,
-            "notification": notification,
-            "channels": channels,
-            "payload": event.model_dump(mode="json", exclude_none=True),
-            "attempts": 0,
-            "available_at": now,
-            "published_at": None,
-            "last_error": None,
-        }
+    await append_rows(
+        unit.session,
+        _OUTBOX,
+        [
+            {
+                "created_at": now,
+                "kind": event.type,
+                "notification": notification,
+                "channels": channels,
+                "payload": event.model_dump(mode="json", exclude_none=True),
+                "attempts": 0,
+                "available_at": now,
+                "published_at": None,
+                "last_error": None,
+            }
+            for event, channels in events
+        ],
     )
-    if SCHEDULER_CHANNEL in channels:
-        unit.wakes_scheduler = True
-        unit.scheduler_claims |= scheduler_claims(event)
-        if isinstance(event, RunStatusChanged):
-            unit.scheduler_changes.append((event.run_id, str(event.status)))
+    unit.wrote_outbox = True
+    for event, channels in events:
+        if SCHEDULER_CHANNEL in channels:
+            unit.wakes_scheduler = True
+            unit.scheduler_claims |= scheduler_claims(event)
+            if isinstance(event, RunStatusChanged):
+                unit.scheduler_changes.append((event.run_id, str(event.status)))
 
 
 def _claim_statement(*, locking: bool) -> Update:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.append import NewRunNumber
 from firstlume.db.models import Organization, ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
@@ -39,7 +38,6 @@ async def start_run(
     """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`."""
     if (actor is None) == (trigger is None):
         raise ValueError("a run is started by a person or by a trigger, and by only one")
-    session = unit.session
     # Numbered as it is written (services/transitions.py): the number is the queue's order.
     run = Run(
         id=new_id(),
@@ -55,17 +53,22 @@ async def start_run(
         variables_used=[],
         state_backends=[],
     )
-    # Recorded before the run is numbered, with a marker for its number: on PostgreSQL the
-    # entry goes in with the run, in the statement that numbers it (services/transitions.py).
-    details: dict[str, object] = {"number": NewRunNumber(run.id), "type": RunType(command.type).value}
+    run = await change_status(
+        unit, run, INITIAL, actor=actor.email if actor else trigger.by if trigger else None
+    )
+    details: dict[str, object] = {"number": run.number, "type": RunType(command.type).value}
     if trigger is not None:
         details |= {"trigger": trigger.kind.value, "by": trigger.by, "commit": trigger.commit}
     await audit.record(
-        session, stack, AuditAction.RUN_START, f"run:{run.id}", details, actor=actor, by_system=actor is None
+        unit.session,
+        stack,
+        AuditAction.RUN_START,
+        f"run:{run.id}",
+        details,
+        actor=actor,
+        by_system=actor is None,
     )
-    return await change_status(
-        unit, run, INITIAL, actor=actor.email if actor else trigger.by if trigger else None
-    )
+    return run
 
 
 async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **details: object) -> None:

@@ -10,18 +10,9 @@ from typing import Any, cast
 from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from firstlume.db.append import (
-    NEW_RUN_NUMBERS,
-    adopt,
-    append_rows,
-    can_ride,
-    insert_into,
-    new_row,
-    with_riders,
-)
+from firstlume.db.append import append_rows
 from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep, Stack, new_id
-from firstlume.db.single_write import THE_WRITE
 from firstlume.db.types import utcnow
 from firstlume.domain.effects import Effects, effects_of
 from firstlume.domain.errors import StackLocked, StatusChanged
@@ -81,44 +72,10 @@ def _queue_position(number: Any, first_if_none_queued: Any) -> Any:
     return select(number - first.c.number + 1 - holes).scalar_subquery()
 
 
-# SQLite: the number, the run and its first history row, which returns the run's position (the
-# run is already there, so the first queued run is never missing).
+# A new run's first history row, which returns the run's position in its stack's queue: the run
+# is already written, so the first queued run is never missing.
 _run_number = bindparam("run_number", type_=Integer)
 _FIRST_HISTORY_ROW = insert(_HISTORY).returning(_queue_position(_run_number, _run_number))
-
-# PostgreSQL: all three in one statement, data-modifying CTEs, so the stack's lock is held from
-# this statement to the COMMIT, not from a statement of its own: the starts of one stack take
-# turns a round trip sooner (measured with 16 connections: a third more starts a second). Its
-# binds are the run's columns, prefixed, but for the number. The statement reads the snapshot it
-# started with, from before it waited for the lock: starts that committed while it waited are
-# not in it, but they are all between the counter as the snapshot has it and the new number, and
-# every one of them entered the queue, so the first queued number is at most the one after that
-# counter. A run that left the queue during that wait (milliseconds) is still counted: the
-# position can be that much too high, and a read of the run says it exactly.
-_NEW_RUN = "new_run_"
-_THE_WRITE = {THE_WRITE: True}
-_numbered = _NEXT_NUMBER.cte("numbered")
-_new_number = select(_numbered.c.run_counter).scalar_subquery()
-_counter_as_read = (
-    select(_stacks.c.run_counter).where(_stacks.c.id == bindparam("stack_id")).scalar_subquery()
-)
-_NEW_RUN_AND_FIRST_HISTORY_ROW = (
-    insert(_HISTORY)
-    .add_cte(_numbered)
-    .add_cte(
-        insert(_runs)
-        .values(
-            {
-                column.key: _new_number
-                if column.key == "number"
-                else bindparam(_NEW_RUN + column.key, type_=column.type)
-                for column in _runs.c
-            }
-        )
-        .cte("new_run")
-    )
-    .returning(_new_number, _queue_position(_new_number, _counter_as_read + 1))
-)
 
 
 async def change_status(
@@ -144,8 +101,6 @@ async def change_status(
     effects = effects_of(current, target)
     if current is None:
         run.id = run.id or new_id()
-        # Its event is recorded first: on PostgreSQL it goes in with the run (see _insert).
-        _announce(unit, run, current, target, effects)
         # Its first history row also counts the queue it joins (see _FIRST_HISTORY_ROW).
         unit.queue_positions[run.id] = await _insert(unit, run, target, now, values, history)
     else:
@@ -155,22 +110,21 @@ async def change_status(
     if current is not None:
         await unit.session.flush()
         await unit.session.refresh(run)
-        _announce(unit, run, current, target, effects)
+    event, channels = _status_event(run.id, run.org_id, current, target, effects)
+    await outbox.record(unit, event, channels, notification=effects.notification)
     if effects.notification is not None:
         await enqueue_notification(unit, run, effects.notification)
     return run
 
 
-def _announce(unit: Unit, run: Run, current: RunStatus | None, target: RunStatus, effects: Effects) -> None:
-    channels = [run_channel(run.id), org_runs_channel(run.org_id)]
+def _status_event(
+    run_id: str, org_id: str, current: RunStatus | None, target: RunStatus, effects: Effects
+) -> tuple[RunStatusChanged, list[str]]:
+    """The outbox event of a run's status change, and its channels."""
+    channels = [run_channel(run_id), org_runs_channel(org_id)]
     if effects.wakes_scheduler:
         channels.append(SCHEDULER_CHANNEL)
-    outbox.record(
-        unit,
-        RunStatusChanged(run_id=run.id, org_id=run.org_id, status=target, from_status=current),
-        channels,
-        notification=effects.notification,
-    )
+    return RunStatusChanged(run_id=run_id, org_id=org_id, status=target, from_status=current), channels
 
 
 async def _insert(
@@ -184,34 +138,14 @@ async def _insert(
     for name, value in values.items():
         setattr(run, name, value)
     session = unit.session
-    if session.new:  # what the row may refer to goes first
-        await session.flush()
-    connection = await session.connection()
-    sqlite = connection.dialect.name == "sqlite"
-    if sqlite:
-        run.number = (await connection.execute(_NEXT_NUMBER, {"stack_id": run.stack_id})).scalar_one()
-    row = new_row(run)
-    known = {**history, "run_id": row["id"], "stack_id": run.stack_id}
-    if sqlite:
-        await connection.execute(insert_into(_runs), row)
-        counted = await connection.execute(_FIRST_HISTORY_ROW, {**known, "run_number": run.number})
-        position = counted.scalar_one()
-    else:
-        parameters = {_NEW_RUN + key: value for key, value in row.items() if key != "number"}
-        # What the unit would write as it commits (the start's audit entry, the run's event) goes
-        # in with this statement: a start is one statement fewer (3% fewer Python calls, counted
-        # with cProfile), and the stack's lock is held for this one and the commit.
-        riders = unit.take_rows_at_commit(lambda rows: can_ride(rows, (_runs, _HISTORY), row["id"]))
-        unit.check_nothing_left_at_commit()
-        statement, riding = with_riders(_NEW_RUN_AND_FIRST_HISTORY_ROW, riders, _new_number)
-        # The unit's write, when it has only one (Context.unit(single_write=True): a start).
-        counted = await connection.execute(
-            statement, {**parameters, **known, **riding}, execution_options=_THE_WRITE
-        )
-        row["number"], position = counted.one()
-    session.info.setdefault(NEW_RUN_NUMBERS, {})[row["id"]] = row["number"]
-    adopt(session, run, row)
-    return int(position)
+    run.number = (await session.execute(_NEXT_NUMBER, {"stack_id": run.stack_id})).scalar_one()
+    session.add(run)
+    await session.flush()
+    counted = await session.execute(
+        _FIRST_HISTORY_ROW,
+        {**history, "run_id": run.id, "stack_id": run.stack_id, "run_number": run.number},
+    )
+    return int(counted.scalar_one())
 
 
 async def _compare_and_set(
@@ -250,20 +184,11 @@ async def _compare_and_set(
 async def _carry_out(unit: Unit, run: Run, effects: Effects) -> None:
     session = unit.session
     if effects.revoke_phase_tokens:
-        revoke = (
+        await session.execute(
             update(PhaseToken)
             .where(PhaseToken.run_id == run.id, PhaseToken.revoked_at.is_(None))
             .values(revoked_at=utcnow())
         )
-        if effects.keeps_prepared_apply:
-            await session.execute(revoke.where(PhaseToken.attempt <= run.phase_attempt))
-        else:
-            revoked = await session.scalars(revoke.returning(PhaseToken.attempt))
-            if any(attempt > run.phase_attempt for attempt in revoked):
-                # A prepared apply (services/prepared.py) ended before it began: its attempt is
-                # spent, so an apply approved later is the next one, and the prepared executor's
-                # exit, however late, is never taken for that apply's.
-                run.phase_attempt += 1
     if effects.fail_running_steps:
         running = await session.scalars(
             select(RunStep.name).where(RunStep.run_id == run.id, RunStep.status == StepStatus.RUNNING)
@@ -360,14 +285,9 @@ async def change_status_many(
     if effects.notification is not None:
         for run in await session.scalars(select(Run).where(Run.id.in_([row.id for row in moved]))):
             await enqueue_notification(unit, run, effects.notification)
-    for row in moved:
-        channels = [run_channel(row.id), org_runs_channel(row.org_id)]
-        if effects.wakes_scheduler:
-            channels.append(SCHEDULER_CHANNEL)
-        outbox.record(
-            unit,
-            RunStatusChanged(run_id=row.id, org_id=row.org_id, status=target, from_status=current),
-            channels,
-            notification=effects.notification,
-        )
+    await outbox.record_all(
+        unit,
+        [_status_event(row.id, row.org_id, current, target, effects) for row in moved],
+        notification=effects.notification,
+    )
     return moved

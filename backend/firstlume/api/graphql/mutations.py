@@ -188,13 +188,10 @@ class SettingsInput:
 
 
 @asynccontextmanager
-async def org_unit(
-    info: Ctx, slug: str, *, single_write: bool = False
-) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
-    """A unit of work in the organization `slug`, for the caller; `single_write` when its change is
-    one statement (Context.unit)."""
+async def org_unit(info: Ctx, slug: str) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+    """A unit of work in the organization `slug`, for the caller."""
     actor = info.context.require_actor()
-    async with info.context.app.unit(single_write=single_write) as unit:
+    async with info.context.app.unit() as unit:
         org = await accounts.org_for(unit.session, actor, slug)
         yield unit, actor, org
 
@@ -219,8 +216,7 @@ class Mutation(AccessMutation):
     @strawberry.mutation(description="Queues a run of the stack.")
     async def start_run(self, info: Ctx, org: str, stack: str, type: RunType) -> StartRunResult:
         async def work() -> Run:
-            # A start is one statement, as over REST: the stack's lock ends with it.
-            async with org_unit(info, org, single_write=True) as (unit, actor, org_row):
+            async with org_unit(info, org) as (unit, actor, org_row):
                 stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
                 run = await runs.start_run(unit, actor, stack_row, command(StartRun, {"type": type}))
             return Run(row=run, loaders=fresh(info))

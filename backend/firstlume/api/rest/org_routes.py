@@ -37,12 +37,9 @@ async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Orga
 
 
 @asynccontextmanager
-async def stack_request(
-    request: Request, *, single_write: bool = False
-) -> AsyncIterator[tuple[Unit, Actor, Organization, Stack]]:
-    """`org_request` for a change to the stack of the path, found in the same statement;
-    `single_write` when the change is one statement (Context.unit)."""
-    async with context_of(request).unit(single_write=single_write) as unit:
+async def stack_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization, Stack]]:
+    """`org_request` for a change to the stack of the path, found in the same statement."""
+    async with context_of(request).unit() as unit:
         actor, org, stack = await accounts.authenticate_in_stack(
             unit.session,
             bearer_token(request),

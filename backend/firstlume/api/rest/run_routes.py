@@ -32,8 +32,7 @@ DEFAULT_LIST = 100
 @endpoint
 async def start_run(request: Request) -> Response:
     body = await json_body(request)
-    # A start is one statement (services/transitions.py), and with it the stack's lock ends.
-    async with stack_request(request, single_write=True) as (unit, actor, _, stack):
+    async with stack_request(request) as (unit, actor, _, stack):
         run = await runs.start_run(unit, actor, stack, command(StartRun, body))
         [details] = await run_reads.details(
             unit.session,

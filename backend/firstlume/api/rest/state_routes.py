@@ -88,7 +88,7 @@ async def state_read(request: Request, *query: str) -> AsyncIterator[tuple[Sessi
     async with context_of(request).db.read() as session:
         params = request.path_params
         caller = await state_caller(
-            session, state_token(request), params["org"], params["stack"], need_of(request), prepared=True
+            session, state_token(request), params["org"], params["stack"], need_of(request)
         )
         remember_actor(request, caller.actor)
         yield session, caller, unit_path

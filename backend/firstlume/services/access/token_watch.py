@@ -13,17 +13,15 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.background import BackgroundService
+from firstlume.db.engine import Database
 from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
-
-if TYPE_CHECKING:
-    from firstlume.services.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +42,18 @@ async def unusable_tokens(session: AsyncSession, token_ids: Iterable[str]) -> se
     return wanted - set(usable)
 
 
+class HasDatabase(Protocol):
+    """The services' Context, which holds this process's watch (and is not imported here)."""
+
+    @property
+    def db(self) -> Database: ...
+
+
 class TokenWatch(BackgroundService):
     """A pass every CHECK_SECONDS (background.py); one without watchers asks nothing. Started
     with the app, or by the first subscription where there is none (the CLI, tests)."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: HasDatabase) -> None:
         super().__init__("token-watch", interval=CHECK_SECONDS, log=log)
         self._ctx = ctx
         self._watchers: dict[str, set[asyncio.Event]] = {}

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import Folder, Organization, Stack, Variable
 from firstlume.domain.inheritance import Resolved, levels_outermost_first, resolve_settings
 from firstlume.services.catalog import path_prefixes
-from firstlume.services.inherited import Scope, explicit_settings, org_id_of, scope_name
+from firstlume.services.scopes import Scope, explicit_settings, org_id_of, scope_name
 
 
 def scope_key(scope: Scope) -> tuple[str, str]:

@@ -44,20 +44,12 @@ class StateCaller:
 
 
 async def state_caller(
-    session: AsyncSession,
-    token: str | None,
-    org_slug: str,
-    stack_slug: str,
-    need: Need,
-    *,
-    prepared: bool = False,
+    session: AsyncSession, token: str | None, org_slug: str, stack_slug: str, need: Need
 ) -> StateCaller:
     """The caller of a state route: an executor's phase token (its own checks), or a person's
-    token, who needs `need` (the permission table's) in the organization. `prepared`: a read,
-    which a prepared apply's token may make before its apply begins (its `terraform init`
-    reads the state; it writes and locks nothing until then)."""
+    token, who needs `need` (the permission table's) in the organization."""
     if token and token.startswith(PHASE_TOKEN_PREFIX):
-        run, phase_token = await authenticate_phase(session, token, prepared=prepared)
+        run, phase_token = await authenticate_phase(session, token)
         found = (
             await session.execute(
                 select(Organization, Stack)
