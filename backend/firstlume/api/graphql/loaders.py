@@ -17,14 +17,14 @@ from strawberry.dataloader import DataLoader
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.context import Context
 from firstlume.services.inherited import Scope
-from firstlume.services.reads import Folder, ReadScope, Run, RunStep, Stack, StateHead, Variable
+from firstlume.services.reads import Folder, ReadScope, Stack, StateHead, Variable
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
 from firstlume.services.reads import state as state_reads
 from firstlume.services.reads.changes import ChangeFilter, ChangePage, ChangePageKey, Facets
-from firstlume.services.reads.runs import RunFilter, RunPageKey
+from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord, StepRecord
 from firstlume.services.reads.settings import scope_key
 
 K = TypeVar("K", bound=Hashable)
@@ -78,20 +78,21 @@ class Loaders:
         return self._loader(run_reads.emails)
 
     @cached_property
-    def steps(self) -> DataLoader[str, list[RunStep]]:
+    def steps(self) -> DataLoader[str, list[StepRecord]]:
         return self._loader(run_reads.steps_of)
 
     @cached_property
-    def queue_position(self) -> DataLoader[Run, int | None]:
-        return DataLoader(self._queue_positions, cache_key_fn=lambda run: run.id)
+    def queue_position(self) -> DataLoader[str, int | None]:
+        """By run id; asked only of queued runs."""
+        return self._loader(run_reads.queue_positions)
 
     @cached_property
-    def lock_holder(self) -> DataLoader[str, Run | None]:
+    def lock_holder(self) -> DataLoader[str, RunRecord | None]:
         return self._loader(run_reads.lock_holders)
 
     @cached_property
-    def stack_runs(self) -> DataLoader[RunPageKey, list[Run]]:
-        async def batch(keys: list[RunPageKey]) -> list[list[Run]]:
+    def stack_runs(self) -> DataLoader[RunPageKey, list[RunRecord]]:
+        async def batch(keys: list[RunPageKey]) -> list[list[RunRecord]]:
             extras = run_reads.PageExtras()
             async with self.reads.session() as session:
                 pages = await run_reads.stack_runs(session, keys, extras)
@@ -104,7 +105,7 @@ class Loaders:
             for page in pages:
                 for run in page:
                     if run.id in extras.positions:
-                        self.queue_position.prime(run, extras.positions[run.id])
+                        self.queue_position.prime(run.id, extras.positions[run.id])
             return pages
 
         return DataLoader(batch)
@@ -114,7 +115,7 @@ class Loaders:
         return DataLoader(self._stack_run_counts)
 
     @cached_property
-    def active_runs(self) -> DataLoader[str, list[Run]]:
+    def active_runs(self) -> DataLoader[str, list[RunRecord]]:
         return self._loader(run_reads.active_runs)
 
     @cached_property
@@ -167,13 +168,6 @@ class Loaders:
         """Keeps only what does not change under a live view (stacks, folders, users' emails)."""
         for name in VOLATILE:
             self.__dict__.pop(name, None)
-
-    async def _queue_positions(self, rows: list[Run]) -> list[int | None]:
-        if not any(r.status == run_reads.QUEUED for r in rows):
-            return [None] * len(rows)
-        async with self.reads.session() as session:
-            positions = await run_reads.queue_positions(session, rows)
-        return [positions.get(r.id) for r in rows]
 
     async def _stack_run_counts(self, keys: list[tuple[str, RunFilter]]) -> list[int]:
         by_filter: dict[RunFilter, list[str]] = {}

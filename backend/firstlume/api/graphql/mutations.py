@@ -236,9 +236,8 @@ class Mutation(AccessMutation):
     ) -> ApproveRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 approval = command(ApproveRun, {"acknowledged": list(acknowledged or [])})
-                run = await runs.approve_run(unit, actor, run, approval)
+                run = await runs.approve_run(unit, actor, org_row, str(run_id), approval)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(APPROVE_ERRORS, work)
@@ -247,8 +246,7 @@ class Mutation(AccessMutation):
     async def discard_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> DiscardRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.discard_run(unit, actor, run, DiscardRun())
+                run = await runs.discard_run(unit, actor, org_row, str(run_id), DiscardRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(DISCARD_ERRORS, work)
@@ -257,8 +255,7 @@ class Mutation(AccessMutation):
     async def cancel_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> CancelRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.cancel_run(unit, actor, run, CancelRun())
+                run = await runs.cancel_run(unit, actor, org_row, str(run_id), CancelRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(CANCEL_ERRORS, work)

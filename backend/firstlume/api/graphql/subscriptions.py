@@ -12,6 +12,7 @@ arrive through the broadcaster (PostgreSQL LISTEN/NOTIFY in production).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import fields
 from typing import Any
 
 import strawberry
@@ -30,10 +31,10 @@ from firstlume.services import accounts
 from firstlume.services.context import Context
 from firstlume.services.logs import SAFETY_POLL_SECONDS
 from firstlume.services.reads import Organization
-from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads.changes import ChangeRecord
+from firstlume.services.reads.runs import RunRecord
 
 Ctx = Info[GraphQLContext, None]
 ACTIVE_VALUES = {s.value for s in ACTIVE}
@@ -56,8 +57,9 @@ def _finished(status: Any) -> bool:
 # Runs -----------------------------------------------------------------------------------------
 
 RUN_EVENTS = ("status", "step", "run", "changes")
-# Bookkeeping that moves without the run changing for its viewers (the log has its own view).
-UNSHOWN_RUN_COLUMNS = ("heartbeat_at", "phase_attempt", "log_length")
+# What moves without the run changing for its viewers (the log has its own view).
+UNSHOWN_RUN_FIELDS = ("log_length",)
+SHOWN_RUN_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name not in UNSHOWN_RUN_FIELDS)
 
 
 async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[RunRecord, tuple[Any, ...]]:
@@ -68,7 +70,7 @@ async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[Ru
     row, steps = found
     loaders.steps.prime(run_id, steps)
     fingerprint = (
-        tuple(getattr(row, c.key) for c in RunRecord.__table__.columns if c.key not in UNSHOWN_RUN_COLUMNS),
+        tuple(getattr(row, name) for name in SHOWN_RUN_FIELDS),
         tuple((s.name, s.status, s.started_at, s.finished_at) for s in steps),
     )
     return row, _hashable(fingerprint)

@@ -11,8 +11,7 @@ from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.reads import Folder, Stack, Variable
 from firstlume.services.reads.changes import ChangeRecord
-from firstlume.services.reads.runs import Run as RunRecord
-from firstlume.services.reads.runs import RunDetails, duration_ms, summary_of
+from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
 
 
 def iso(value: datetime | None) -> str | None:
@@ -69,7 +68,7 @@ def variable_json(variable: Variable, value: str | None) -> dict[str, Any]:
 
 
 def run_json(details: RunDetails) -> dict[str, Any]:
-    run: RunRecord = details.run
+    run = details.run
     summary = summary_of(run)
     commit = None
     if run.commit_sha:

@@ -50,8 +50,8 @@ async def overview(loaders: Loaders, org_id: str) -> list[StackDrift]:
         lines = await drift_reads.overview(session, org_id)
     return [
         StackDrift(
-            stack_slug=line.stack.slug,
-            stack_name=line.stack.name,
+            stack_slug=line.stack_slug,
+            stack_name=line.stack_name,
             status=line.status,
             since=line.since,
             last_run=Run(row=line.last_run, loaders=loaders) if line.last_run else None,
