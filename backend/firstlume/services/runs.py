@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.append import NewRunNumber
-from firstlume.db.models import Organization, ResourceChange, Run, Stack, new_id
+from firstlume.db.models import ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound
@@ -17,6 +17,7 @@ from firstlume.services import audit
 from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
 from firstlume.services.reads.runs import RunRecord, run_record
 from firstlume.services.transitions import change_status
 
@@ -35,7 +36,12 @@ class Trigger:
 
 
 async def start_run(
-    unit: Unit, actor: Actor | None, stack: Stack, command: StartRun, *, trigger: Trigger | None = None
+    unit: Unit,
+    actor: Actor | None,
+    stack: StackRecord | Stack,
+    command: StartRun,
+    *,
+    trigger: Trigger | None = None,
 ) -> RunRecord:
     """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`."""
     if (actor is None) == (trigger is None):
@@ -78,7 +84,7 @@ async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **det
     )
 
 
-async def _run_to_decide_on(session: AsyncSession, org: Organization, run_id: str) -> Run:
+async def _run_to_decide_on(session: AsyncSession, org: OrganizationRecord, run_id: str) -> Run:
     """The run, its row locked while a decision on it is taken."""
     query = select(Run).where(Run.id == run_id, Run.org_id == org.id).with_for_update()
     run = await session.scalar(query) if isinstance(run_id, str) and len(run_id) <= 64 else None
@@ -98,7 +104,7 @@ async def destructive_addresses(session: AsyncSession, run_id: str) -> list[str]
 
 
 async def approve_run(
-    unit: Unit, actor: Actor, org: Organization, run_id: str, command: ApproveRun
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: ApproveRun
 ) -> RunRecord:
     run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status != RunStatus.AWAITING_APPROVAL:
@@ -127,7 +133,7 @@ async def approve_run(
 
 
 async def discard_run(
-    unit: Unit, actor: Actor, org: Organization, run_id: str, command: DiscardRun
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: DiscardRun
 ) -> RunRecord:
     run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status != RunStatus.AWAITING_APPROVAL:
@@ -141,7 +147,7 @@ async def discard_run(
 
 
 async def cancel_run(
-    unit: Unit, actor: Actor, org: Organization, run_id: str, command: CancelRun
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: CancelRun
 ) -> RunRecord:
     run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status not in CANCELABLE:

@@ -51,11 +51,11 @@ from firstlume.services.commands import (
 )
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
-from firstlume.services.inherited import Scope
 from firstlume.services.notifications import destinations
 from firstlume.services.notifications.sender import send_test_delivery
-from firstlume.services.reads import Organization
 from firstlume.services.reads import notifications as notification_reads
+from firstlume.services.reads.catalog import OrganizationRecord
+from firstlume.services.reads.settings import Scope
 from firstlume.services.state import locks
 from firstlume.services.state.callers import StateCaller
 
@@ -190,7 +190,7 @@ class SettingsInput:
 @asynccontextmanager
 async def org_unit(
     info: Ctx, slug: str, *, single_write: bool = False
-) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+) -> AsyncIterator[tuple[Unit, Actor, OrganizationRecord]]:
     """A unit of work in the organization `slug`, for the caller; `single_write` when its change is
     one statement (Context.unit)."""
     actor = info.context.require_actor()
@@ -199,7 +199,7 @@ async def org_unit(
         yield unit, actor, org
 
 
-async def scope_of(unit: Unit, org: Organization, folder: str | None, stack: str | None) -> Scope:
+async def scope_of(unit: Unit, org: OrganizationRecord, folder: str | None, stack: str | None) -> Scope:
     if folder is not None and stack is not None:
         raise InvalidRequest("Name a folder or a stack, not both.", field="folder")
     if stack is not None:
@@ -281,7 +281,7 @@ class Mutation(AccessMutation):
                 stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, new_stack)
             if stack.trigger != StackTrigger.MANUAL:
                 # Only commits after the branch's head now start runs.
-                stack.git_seen_commit = await set_baseline(info.context.app, stack.id)
+                await set_baseline(info.context.app, stack.id)
             return Stack(row=stack, loaders=fresh(info))
 
         return await typed(STACK_ERRORS, work)
@@ -298,7 +298,7 @@ class Mutation(AccessMutation):
             async with org_unit(info, org) as (unit, _, org_row):
                 changes = command(PatchSettings, given)
                 scope = await scope_of(unit, org_row, folder, stack)
-                await inherited.patch_settings(unit.session, scope, changes)
+                scope = await inherited.patch_settings(unit.session, scope, changes)
             return Settings(scope=scope, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)

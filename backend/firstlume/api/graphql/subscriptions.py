@@ -30,9 +30,9 @@ from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
 from firstlume.services.logs import SAFETY_POLL_SECONDS
-from firstlume.services.reads import Organization
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.catalog import OrganizationRecord
 from firstlume.services.reads.changes import ChangeRecord
 from firstlume.services.reads.runs import RunRecord
 
@@ -174,13 +174,13 @@ def _fingerprint_list(rows: dict[str, RunRecord]) -> Any:
     return tuple(sorted((r.id, r.status, r.updated_at) for r in rows.values()))
 
 
-async def _active(ctx: Context, org: Organization) -> dict[str, RunRecord]:
+async def _active(ctx: Context, org: OrganizationRecord) -> dict[str, RunRecord]:
     async with ctx.db.read() as session:
         [rows] = await run_reads.active_runs(session, [org.id])
     return {r.id: r for r in rows}
 
 
-async def follow_active_runs(ctx: Context, org: Organization) -> AsyncIterator[list[Run]]:
+async def follow_active_runs(ctx: Context, org: OrganizationRecord) -> AsyncIterator[list[Run]]:
     async with ctx.pubsub.subscribe(org_runs_channel(org.id)) as events:
         loaders = Loaders(ctx)
         active = await _active(ctx, org)

@@ -20,9 +20,10 @@ from firstlume.services import catalog, runs
 from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.logs import follow_log, stream_log
-from firstlume.services.reads import Organization, Session
+from firstlume.services.reads import Session
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.catalog import OrganizationRecord
 from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord
 
 MAX_LIST = 500
@@ -138,7 +139,7 @@ C = TypeVar("C", bound=Command)
 async def _act_on_run(
     request: Request,
     model: type[C],
-    action: Callable[[Unit, Actor, Organization, str, C], Awaitable[RunRecord]],
+    action: Callable[[Unit, Actor, OrganizationRecord, str, C], Awaitable[RunRecord]],
 ) -> RunRecord:
     """A decision on a run (approve, discard, cancel)."""
     body = await json_body(request)

@@ -11,13 +11,14 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import ApiToken, Organization
+from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.services import audit
 from firstlume.services.access.commands import CreateToken
 from firstlume.services.context import Actor, Context, Unit
+from firstlume.services.reads.catalog import OrganizationRecord
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ async def list_tokens(session: AsyncSession, actor: Actor) -> list[ApiToken]:
 
 
 async def create_token(
-    session: AsyncSession, actor: Actor, command: CreateToken, org: Organization
+    session: AsyncSession, actor: Actor, command: CreateToken, org: OrganizationRecord
 ) -> NewToken:
     """A token of the caller's, made through `org`'s API (whose audit trail records it)."""
     lifetime = command.lifetime()
@@ -58,7 +59,7 @@ async def create_token(
     return NewToken(row=row, token=token)
 
 
-async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: Organization) -> ApiToken:
+async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: OrganizationRecord) -> ApiToken:
     """Revokes one of the caller's own tokens (another's is not found)."""
     row = await unit.session.scalar(
         select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == actor.user_id).with_for_update()

@@ -9,7 +9,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Organization
 from firstlume.db.models_drift import NotificationDelivery, NotificationDestination
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import InvalidRequest, NotFound
@@ -17,6 +16,7 @@ from firstlume.services.catalog import folder_by_path, stack_by_slug
 from firstlume.services.commands import CreateNotification, PatchNotification
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.payloads import TEST_EVENT, test_payload
+from firstlume.services.reads.catalog import OrganizationRecord
 
 
 def _secret_context(destination_id: str) -> str:
@@ -37,7 +37,7 @@ async def _allowed(url: str, allow_private: bool) -> None:
 
 
 async def destination_in_org(
-    session: AsyncSession, org: Organization, destination_id: str
+    session: AsyncSession, org: OrganizationRecord, destination_id: str
 ) -> NotificationDestination:
     found = (
         await session.scalar(
@@ -56,7 +56,7 @@ async def destination_in_org(
 async def create_destination(
     session: AsyncSession,
     keyring: KeyRing,
-    org: Organization,
+    org: OrganizationRecord,
     command: CreateNotification,
     *,
     allow_private: bool,
@@ -120,7 +120,7 @@ async def delete_destination(session: AsyncSession, destination: NotificationDes
 
 
 async def add_test_delivery(
-    session: AsyncSession, org: Organization, destination: NotificationDestination
+    session: AsyncSession, org: OrganizationRecord, destination: NotificationDestination
 ) -> NotificationDelivery:
     """A test message, posted once at once (never retried)."""
     now = utcnow()

@@ -14,13 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession as Session
 
 from firstlume.db.models import (
     ApiToken,
-    Folder,
-    Organization,
     PhaseToken,
     Run,
-    Stack,
     StateHead,
-    Variable,
 )
 from firstlume.db.models_audit import AuditEntry
 from firstlume.services.reads.scope import ReadScope
@@ -28,13 +24,9 @@ from firstlume.services.reads.scope import ReadScope
 __all__ = [
     "ApiToken",
     "AuditEntry",
-    "Folder",
-    "Organization",
     "PhaseToken",
     "ReadScope",
     "Run",
     "Session",
-    "Stack",
     "StateHead",
-    "Variable",
 ]

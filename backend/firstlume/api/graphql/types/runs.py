@@ -19,7 +19,7 @@ from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import LogSlice, read_log
-from firstlume.services.reads import Stack as StackRecord
+from firstlume.services.reads.catalog import StackRecord
 from firstlume.services.reads.changes import ChangeFilter, ChangePageKey, Cursor
 from firstlume.services.reads.runs import RunRecord, StepRecord, duration_ms, started_at, summary_of
 
