@@ -58,7 +58,7 @@ async def rotate_webhook_secret(request: Request) -> Response:
     return JSONResponse({"secret": secret}, status_code=201)
 
 
-def delivery_json(delivery: git_reads.GitDelivery) -> dict[str, Any]:
+def delivery_json(delivery: git_reads.GitDeliveryRecord) -> dict[str, Any]:
     return {
         "id": str(delivery.id),
         "received_at": iso(delivery.received_at),
