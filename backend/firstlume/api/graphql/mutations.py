@@ -347,14 +347,14 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDestination:
             async with org_unit(info, org) as (unit, _, org_row):
-                created = await destinations.create_destination(
+                destination_id = await destinations.create_destination(
                     unit.session,
                     app.keyring,
                     org_row,
                     command(CreateNotification, {k: v for k, v in vars(input).items() if v is not None}),
                     allow_private=app.settings.allow_private_webhooks,
                 )
-                org_id, destination_id = org_row.id, created.id
+                org_id = org_row.id
             return await destination_of(fresh(info), org_id, destination_id)
 
         return await typed(INPUT_ERRORS, work)
@@ -368,11 +368,11 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDestination:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
                 await destinations.patch_destination(
                     unit.session,
                     app.keyring,
-                    found,
+                    org_row,
+                    str(id),
                     command(PatchNotification, given),
                     allow_private=app.settings.allow_private_webhooks,
                 )
@@ -385,8 +385,7 @@ class Mutation(AccessMutation):
     async def delete_notification(self, info: Ctx, org: str, id: strawberry.ID) -> DeleteNotificationResult:
         async def work() -> DeletedNotification:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
-                await destinations.delete_destination(unit.session, found)
+                await destinations.delete_destination(unit.session, org_row, str(id))
             return DeletedNotification(id=id)
 
         return await typed(INPUT_ERRORS, work)
@@ -397,9 +396,7 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDelivery:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
-                delivery = await destinations.add_test_delivery(unit.session, org_row, found)
-                delivery_id = delivery.id
+                delivery_id = await destinations.add_test_delivery(unit.session, org_row, str(id))
             await send_test_delivery(app, delivery_id)
             async with fresh(info).reads.session() as session:
                 return delivery_of(await notification_reads.delivery(session, delivery_id))
