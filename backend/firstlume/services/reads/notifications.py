@@ -69,17 +69,23 @@ def delivery_status(
 
 
 D = NotificationDestination
-_DESTINATIONS = select(
+# In DestinationRecord's order, the scope's folder path and stack slug joined in.
+_DESTINATION_COLUMNS: tuple[Any, ...] = (
     D.id,
     D.name,
     D.url,
     D.events,
     D.format,
-    D.folder_id,
-    D.stack_id,
-    D.secret_sealed.is_not(None).label("has_secret"),
+    Folder.path,
+    Stack.slug,
+    D.secret_sealed.is_not(None),
     D.created_at,
     D.updated_at,
+)
+_DESTINATIONS = (
+    select(*_DESTINATION_COLUMNS)
+    .outerjoin(Folder, Folder.id == D.folder_id)
+    .outerjoin(Stack, Stack.id == D.stack_id)
 )
 
 
@@ -89,32 +95,7 @@ async def destinations(
     query = _DESTINATIONS.where(D.org_id == org_id)
     if destination_ids is not None:
         query = query.where(D.id.in_(destination_ids))
-    rows = await column_rows(session, query.order_by(D.created_at, D.id))
-    folder_ids = {row.folder_id for row in rows if row.folder_id}
-    stack_ids = {row.stack_id for row in rows if row.stack_id}
-    folders: dict[str, str] = {}
-    if folder_ids:
-        found = await session.execute(select(Folder.id, Folder.path).where(Folder.id.in_(folder_ids)))
-        folders = {folder_id: path for folder_id, path in found}
-    stacks: dict[str, str] = {}
-    if stack_ids:
-        found = await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_(stack_ids)))
-        stacks = {stack_id: slug for stack_id, slug in found}
-    return [
-        DestinationRecord(
-            id=row.id,
-            name=row.name,
-            url=row.url,
-            events=list(row.events),
-            format=row.format,
-            folder=folders.get(row.folder_id or ""),
-            stack=stacks.get(row.stack_id or ""),
-            has_secret=bool(row.has_secret),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
-        for row in rows
-    ]
+    return [DestinationRecord(*row) for row in await column_rows(session, query.order_by(D.created_at, D.id))]
 
 
 N = NotificationDelivery
