@@ -44,7 +44,7 @@ class Loaders:
         # Stacks read with their organization, by (organization id, slug), None when there is no
         # such stack (Query.organization, for Organization.stack).
         self.stacks_by_slug: dict[tuple[str, str], StackRecord | None] = {}
-        # The GraphQL StackRecord object of each stack row, by id: the runs of a page share their
+        # The GraphQL Stack object of each stack row, by id: the runs of a page share their
         # stack's (types/runs.Run.stack).
         self.stack_objects: dict[str, Any] = {}
 

@@ -92,6 +92,7 @@ async def update_stack(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
+        check_query(request)
         stack, rebase = await catalog.update_stack(
             unit.session, org, request.path_params["stack"], command(UpdateStack, body)
         )
