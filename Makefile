@@ -40,6 +40,7 @@ test: install frontend
 lint: install
 	$(BIN)/ruff check backend tests bench
 	$(BIN)/ruff format --check backend tests bench
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from conftest import Tenant, make_stack
-from firstlume.db.models import Run, RunStatusChange
+from firstlume.db.models import Organization, Run, RunStatusChange
 from firstlume.services.context import Context
 from support.runs import plan_run, start, status_of
 from support.scenarios import MAIN_AFTER, MAIN_BEFORE, SECRET_NEW, SECRET_OLD, two_step_plan
@@ -35,7 +35,9 @@ async def awaiting_run(ctx: Context, tenant: Tenant, plan: dict[str, Any], *, co
 
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        org.confirm_destructive = confirm
+        await unit.session.execute(
+            update(Organization).where(Organization.id == org.id).values(confirm_destructive=confirm)
+        )
     run_id = await start(ctx, tenant.token, tenant.org, "net", "apply")
     assert await plan_run(ctx, plan) == {run_id: "awaiting_approval"}
     return run_id

@@ -17,12 +17,13 @@ from firstlume.db.models import Run, Stack
 from firstlume.db.models_drift import DriftSlot
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.pubsub import PubSub
-from firstlume.services import accounts, runs
+from firstlume.services import accounts, catalog, runs
 from firstlume.services.commands import CancelRun, PatchSettings, StartRun
 from firstlume.services.context import Context
 from firstlume.services.drift.loop import DriftScheduler, seconds_to_next_minute
 from firstlume.services.drift.schedule import latest_slot
 from firstlume.services.inherited import patch_settings
+from firstlume.services.reads.settings import Scope
 
 START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
 
@@ -52,9 +53,9 @@ async def set_schedule(ctx: Context, tenant: Tenant, schedule: str | None, stack
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        scope = org
+        scope: Scope = org
         if stack is not None:
-            scope = await unit.session.scalar(select(Stack).where(Stack.slug == stack))
+            scope = await catalog.stack_by_slug(unit.session, org, stack)
         await patch_settings(unit.session, scope, PatchSettings(drift_schedule=schedule))
 
 
@@ -72,8 +73,7 @@ async def cancel_all(ctx: Context, tenant: Tenant, run_ids: list[str]) -> None:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
         for run_id in run_ids:
-            run = await runs.run_in_org(unit.session, org, run_id, lock=True)
-            await runs.cancel_run(unit, actor, run, CancelRun())
+            await runs.cancel_run(unit, actor, org, run_id, CancelRun())
 
 
 async def test_two_control_planes_queue_one_drift_run_per_minute_per_stack(

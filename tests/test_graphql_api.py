@@ -10,8 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from conftest import Tenant, make_stack, make_tenant
+from firstlume.db.models import Organization
 from firstlume.services import accounts, dispatch
 from firstlume.services.context import Context
 from support.executor_api import ExecutorReports
@@ -566,7 +568,9 @@ async def awaiting_run(
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        org.confirm_destructive = confirm
+        await unit.session.execute(
+            update(Organization).where(Organization.id == org.id).values(confirm_destructive=confirm)
+        )
     run_id = await start(ctx, tenant.token, ORG, stack, "apply")
     assert await plan_run(ctx, plan) == {run_id: "awaiting_approval"}
     return run_id

@@ -359,11 +359,10 @@ async def test_each_attempt_checks_the_address_again(
         org = await accounts.org_for(
             unit.session, await accounts.authenticate(unit.session, rest.headers["Authorization"][7:]), "acme"
         )
-        found = await destinations.destination_in_org(unit.session, org, created["id"])
-        delivery = await destinations.add_test_delivery(unit.session, org, found)
+        delivery_id = await destinations.add_test_delivery(unit.session, org, created["id"])
     sender = NotificationSender(replace(ctx, settings=strict, notifier=None))
     try:
-        await sender.attempt_now(delivery.id)
+        await sender.attempt_now(delivery_id)
     finally:
         await sender.stop()
     history = await rest.ok("GET", f"/notifications/{created['id']}/deliveries")

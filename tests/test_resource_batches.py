@@ -58,10 +58,8 @@ async def applying(ctx: Context, tenant: Tenant, creates: int, replaces: int = 0
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        run = await runs.run_in_org(unit.session, org, run_id, lock=True)
-        await runs.approve_run(
-            unit, actor, run, ApproveRun(acknowledged=[f"terraform_data.r{i}" for i in range(replaces)])
-        )
+        acknowledged = [f"terraform_data.r{i}" for i in range(replaces)]
+        await runs.approve_run(unit, actor, org, run_id, ApproveRun(acknowledged=acknowledged))
     [launch] = await dispatch.claim_applies(ctx)
     return run_id, launch.token
 

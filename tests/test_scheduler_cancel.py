@@ -82,9 +82,8 @@ async def planned_then_canceled(ctx: Context, tenant: Tenant, kube: FakeKube, ru
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        run = await runs.run_in_org(unit.session, org, run_id, lock=True)
-        run = await runs.approve_run(unit, actor, run, ApproveRun(acknowledged=[]))
-        await runs.cancel_run(unit, actor, run, CancelRun())
+        await runs.approve_run(unit, actor, org, run_id, ApproveRun(acknowledged=[]))
+        await runs.cancel_run(unit, actor, org, run_id, CancelRun())
     assert await status_of(ctx, run_id) == "canceled"
 
 
@@ -155,9 +154,7 @@ async def test_a_failed_cleanup_is_retried_at_the_next_pass(ctx: Context, tenant
     async with ctx.unit() as unit:
         actor = await accounts.authenticate(unit.session, tenant.token)
         org = await accounts.org_for(unit.session, actor, tenant.org)
-        await runs.cancel_run(
-            unit, actor, await runs.run_in_org(unit.session, org, run_id, lock=True), CancelRun()
-        )
+        await runs.cancel_run(unit, actor, org, run_id, CancelRun())
     launcher = FlakyCleanup()
     scheduler = Scheduler(ctx, launcher, cancel_reconcile_seconds=3600)
     await scheduler.tick()

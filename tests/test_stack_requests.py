@@ -201,8 +201,10 @@ async def test_a_new_run_is_one_insert_with_its_defaults_and_later_changes_are_u
                 org = await accounts.org_for(unit.session, actor, tenant.org)
                 stack = await unit.session.scalar(select(Stack).where(Stack.org_id == org.id))
                 assert stack is not None
-                run = await runs.start_run(unit, actor, stack, StartRun(type=RunType.APPLY))
-                assert run in unit.session and run.id
+                started = await runs.start_run(unit, actor, stack, StartRun(type=RunType.APPLY))
+                # The written object, still in the session (start_run answers with a read model).
+                run = await unit.session.get(Run, started.id)
+                assert run is not None and run in unit.session and run.id
                 assert (run.number, run.status, run.trigger_kind) == (1, RunStatus.QUEUED, TriggerKind.MANUAL)
                 assert (run.acknowledged, run.variables_used, run.failed_resource_addresses) == ([], [], [])
                 assert (run.has_plan, run.summary_create, run.failed_resource_count) == (False, 0, 0)

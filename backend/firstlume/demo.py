@@ -14,6 +14,7 @@ from firstlume.db.models import Organization, Stack
 from firstlume.services import accounts, catalog
 from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
+from firstlume.services.reads.catalog import org_record
 
 EXAMPLE = Path(__file__).parent / "examples" / "demo-stack"
 DEMO_ORG = "demo"
@@ -53,9 +54,8 @@ async def seed_demo(ctx: Context) -> Demo:
     url = make_demo_repository(data_dir / DEMO_REPOSITORY)
     async with ctx.unit() as unit:
         session = unit.session
-        org = await session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))
-        if org is None:
-            org = await accounts.create_org(session, DEMO_ORG, "Demo")
+        found = await session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))
+        org = org_record(found) if found is not None else await accounts.create_org(session, DEMO_ORG, "Demo")
         token = await accounts.create_token(session, DEMO_ORG, DEMO_USER, name="demo")
         if (
             await session.scalar(select(Stack.id).where(Stack.org_id == org.id, Stack.slug == DEMO_STACK))

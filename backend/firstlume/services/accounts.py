@@ -17,10 +17,20 @@ from firstlume.services import audit
 from firstlume.services.access.permissions import Need
 from firstlume.services.access.roles import Role, check_role
 from firstlume.services.context import Actor
+from firstlume.services.reads.catalog import (
+    ORG_COLUMNS,
+    STACK_COLUMNS,
+    OrganizationRecord,
+    StackRecord,
+    org_record,
+)
+from firstlume.services.reads.rows import column_rows
 from firstlume.services.validation import require_slug, require_str
 
+_ORG = len(ORG_COLUMNS)
 
-async def create_org(session: AsyncSession, slug: str, name: str | None = None) -> Organization:
+
+async def create_org(session: AsyncSession, slug: str, name: str | None = None) -> OrganizationRecord:
     require_slug("slug", slug)
     if await session.scalar(select(Organization.id).where(Organization.slug == slug)):
         raise AlreadyExists(f"An organization '{slug}' already exists.")
@@ -28,9 +38,9 @@ async def create_org(session: AsyncSession, slug: str, name: str | None = None) 
     session.add(org)
     await session.flush()
     await audit.record(
-        session, org, AuditAction.ORGANIZATION_CREATE, f"organization:{slug}", {"name": org.name}
+        session, org.id, AuditAction.ORGANIZATION_CREATE, f"organization:{slug}", {"name": org.name}
     )
-    return org
+    return org_record(org)
 
 
 async def ensure_user(session: AsyncSession, email: str) -> User:
@@ -87,7 +97,7 @@ async def create_token(
     session.add(row)
     await session.flush()
     await audit.record(
-        session, org, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"user": email, "name": name}
+        session, org.id, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"user": email, "name": name}
     )
     return token
 
@@ -121,7 +131,7 @@ async def authenticate(session: AsyncSession, token: str | None) -> Actor:
     return Actor(user_id=row[0], email=row[1], token_id=row[2], token_last_used_at=row[3])
 
 
-# The caller, their token and, if they are a member, the organization and their role and groups:
+# The caller, their token, their role and groups and, if they are a member, the organization:
 # built once, it runs on every request.
 _ACTOR_IN_ORG = (
     select(
@@ -129,9 +139,9 @@ _ACTOR_IN_ORG = (
         User.email,
         ApiToken.id,
         ApiToken.last_used_at,
-        Organization,
         Membership.role,
         Membership.groups,
+        *ORG_COLUMNS,
     )
     .select_from(ApiToken)
     .join(User, User.id == ApiToken.user_id)
@@ -154,7 +164,7 @@ _ACTOR_IN_ORG = (
 
 async def authenticate_in_org(
     session: AsyncSession, token: str | None, slug: str, need: Need
-) -> tuple[Actor, Organization]:
+) -> tuple[Actor, OrganizationRecord]:
     """authenticate, org_for and the permission check, in one statement: the start of every REST
     request in an organization. `need` comes from the permission table (services/access)."""
     row = await _caller_row(session, _ACTOR_IN_ORG, token, {"slug": slug})
@@ -162,20 +172,20 @@ async def authenticate_in_org(
 
 
 # The same, and the stack named in the path (None when there is no such stack).
-_ACTOR_IN_STACK = _ACTOR_IN_ORG.add_columns(Stack).outerjoin(
+_ACTOR_IN_STACK = _ACTOR_IN_ORG.add_columns(*STACK_COLUMNS).outerjoin(
     Stack, (Stack.org_id == Organization.id) & (Stack.slug == bindparam("stack"))
 )
 
 
 async def authenticate_in_stack(
     session: AsyncSession, token: str | None, slug: str, stack_slug: str, need: Need
-) -> tuple[Actor, Organization, Stack]:
+) -> tuple[Actor, OrganizationRecord, StackRecord]:
     """authenticate_in_org and the stack of the path, in one statement: a request about one stack
     (starting a run). The refusals come in the same order as reading them one after the other:
     the token, the organization, the role, then the stack."""
     row = await _caller_row(session, _ACTOR_IN_STACK, token, {"slug": slug, "stack": stack_slug})
     actor, org = _caller_in_org(session, row, slug, need)
-    stack = row[-1]
+    stack = _stack_of(row, 6 + _ORG)
     if stack is None:
         raise NotFound(f"No stack '{stack_slug}'.")
     return actor, org, stack
@@ -183,7 +193,7 @@ async def authenticate_in_stack(
 
 async def authenticate_about(
     session: AsyncSession, token: str | None, slug: str, stack_slug: str | None
-) -> tuple[Actor, Organization | None, Stack | None]:
+) -> tuple[Actor, OrganizationRecord | None, StackRecord | None]:
     """authenticate, and in the same statement the organization `slug` if the caller is a member
     of it (else None) and its stack `stack_slug` (None when it has none): a GraphQL query about
     one organization. The actor is authenticate's (GraphQL checks roles field by field)."""
@@ -191,12 +201,13 @@ async def authenticate_about(
         row = await _caller_row(session, _ACTOR_IN_ORG, token, {"slug": slug})
     else:
         row = await _caller_row(session, _ACTOR_IN_STACK, token, {"slug": slug, "stack": stack_slug})
-    user_id, email, token_id, last_used, org = tuple(row)[:5]
+    user_id, email, token_id, last_used = tuple(row)[:4]
     actor = Actor(user_id=user_id, email=email, token_id=token_id, token_last_used_at=last_used)
+    org = _org_of(row, 6)
     if org is None:
         return actor, None, None
     audit.bind_actor(session, actor)
-    return actor, org, row[-1] if stack_slug is not None else None
+    return actor, org, _stack_of(row, 6 + _ORG) if stack_slug is not None else None
 
 
 async def _caller_row(
@@ -204,18 +215,26 @@ async def _caller_row(
 ) -> Row[*tuple[Any, ...]]:
     if not token:
         raise Unauthenticated("Send an API token: 'Authorization: Bearer <token>'.")
-    row = (
-        await session.execute(statement, {**params, "token_hash": hash_token(token), "now": utcnow()})
-    ).first()
-    if row is None:
+    rows = await column_rows(session, statement, {**params, "token_hash": hash_token(token), "now": utcnow()})
+    if not rows:
         raise Unauthenticated(INVALID_TOKEN)
-    return row
+    return rows[0]
+
+
+def _org_of(row: Row[*tuple[Any, ...]], start: int) -> OrganizationRecord | None:
+    """The organization whose columns start at `start`; None where an outer join found none."""
+    return OrganizationRecord(*row[start : start + _ORG]) if row[start] is not None else None
+
+
+def _stack_of(row: Row[*tuple[Any, ...]], start: int) -> StackRecord | None:
+    return StackRecord(*row[start:]) if row[start] is not None else None
 
 
 def _caller_in_org(
     session: AsyncSession, row: Row[*tuple[Any, ...]], slug: str, need: Need
-) -> tuple[Actor, Organization]:
-    user_id, email, token_id, last_used, org, role, groups = tuple(row)[:7]
+) -> tuple[Actor, OrganizationRecord]:
+    user_id, email, token_id, last_used, role, groups = tuple(row)[:6]
+    org = _org_of(row, 6)
     if org is None:
         raise NotFound(f"No organization '{slug}'.")
     actor = Actor(
@@ -233,48 +252,46 @@ def _caller_in_org(
 
 
 _ORG_OF_MEMBER = (
-    select(Organization)
+    select(*ORG_COLUMNS)
     .join(Membership, Membership.org_id == Organization.id)
     .where(Organization.slug == bindparam("slug"), Membership.user_id == bindparam("user_id"))
 )
 
 
-async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organization:
+async def org_for(session: AsyncSession, actor: Actor, slug: str) -> OrganizationRecord:
     """The organization, if the actor is a member. Others get the same NotFound as a missing one,
     so an organization's existence is never revealed to outsiders."""
-    org = await session.scalar(_ORG_OF_MEMBER, {"slug": slug, "user_id": actor.user_id})
-    if org is None:
+    rows = await column_rows(session, _ORG_OF_MEMBER, {"slug": slug, "user_id": actor.user_id})
+    if not rows:
         raise NotFound(f"No organization '{slug}'.")
     audit.bind_actor(session, actor)
-    return org
+    return OrganizationRecord(*rows[0])
 
 
-_ORG_OF_MEMBER_AND_STACK = _ORG_OF_MEMBER.add_columns(Stack).outerjoin(
+_ORG_OF_MEMBER_AND_STACK = _ORG_OF_MEMBER.add_columns(*STACK_COLUMNS).outerjoin(
     Stack, and_(Stack.org_id == Organization.id, Stack.slug == bindparam("stack"))
 )
 
 
 async def org_and_stack_for(
     session: AsyncSession, actor: Actor, slug: str, stack_slug: str
-) -> tuple[Organization, Stack | None]:
+) -> tuple[OrganizationRecord, StackRecord | None]:
     """org_for and the organization's stack `stack_slug` (None when it has none), in one statement."""
-    row = (
-        await session.execute(
-            _ORG_OF_MEMBER_AND_STACK, {"slug": slug, "user_id": actor.user_id, "stack": stack_slug}
-        )
-    ).first()
-    if row is None:
+    rows = await column_rows(
+        session, _ORG_OF_MEMBER_AND_STACK, {"slug": slug, "user_id": actor.user_id, "stack": stack_slug}
+    )
+    if not rows:
         raise NotFound(f"No organization '{slug}'.")
     audit.bind_actor(session, actor)
-    return row[0], row[1]
+    return OrganizationRecord(*rows[0][:_ORG]), _stack_of(rows[0], _ORG)
 
 
-async def orgs_of(session: AsyncSession, actor: Actor) -> list[Organization]:
-    return list(
-        await session.scalars(
-            select(Organization)
-            .join(Membership, Membership.org_id == Organization.id)
-            .where(Membership.user_id == actor.user_id)
-            .order_by(Organization.slug)
-        )
+async def orgs_of(session: AsyncSession, actor: Actor) -> list[OrganizationRecord]:
+    rows = await column_rows(
+        session,
+        select(*ORG_COLUMNS)
+        .join(Membership, Membership.org_id == Organization.id)
+        .where(Membership.user_id == actor.user_id)
+        .order_by(Organization.slug),
     )
+    return [OrganizationRecord(*row) for row in rows]

@@ -19,12 +19,13 @@ from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.append import append_rows
-from firstlume.db.models import Organization, Stack
+from firstlume.db.models import Stack
 from firstlume.db.models_audit import AuditEntry
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import SYSTEM_ACTOR, AuditAction, AuditVia, secret_keys_in
 from firstlume.logs import REQUEST_ID as served_request_id
 from firstlume.services.context import Actor
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
 
 ACTOR_KEY = "firstlume.audit.actor"
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -78,17 +79,20 @@ def without_credentials(url: str) -> str:
     return f"{scheme}://{host}{slash}{path}"
 
 
-def org_id_of(where: Organization | Stack | str) -> str:
-    if isinstance(where, Organization):
+Where = OrganizationRecord | StackRecord | Stack | str
+
+
+def org_id_of(where: Where) -> str:
+    if isinstance(where, OrganizationRecord):
         return where.id
-    if isinstance(where, Stack):
+    if isinstance(where, StackRecord | Stack):
         return where.org_id
     return where
 
 
 async def record(
     session: AsyncSession,
-    org: Organization | Stack | str,
+    org: Where,
     action: AuditAction,
     target: str,
     details: dict[str, Any] | None = None,
@@ -108,7 +112,7 @@ async def record(
         raise ValueError(f"audit details must not hold secrets or values: {', '.join(secrets)}")
     who = None if by_system else actor or bound_actor(session)
     origin = current_origin()
-    if stack is None and isinstance(org, Stack):
+    if stack is None and isinstance(org, StackRecord | Stack):
         stack = org.slug
     await append_rows(
         session,

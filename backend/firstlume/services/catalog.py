@@ -1,4 +1,5 @@
-"""Folders and stacks."""
+"""Folders and stacks: found by path or slug (NotFound otherwise), created and changed. What
+these hand to their callers are read models (services/reads/catalog.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,20 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Folder, Organization, Stack
+from firstlume.db.models import Folder, Stack
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, NotFound
 from firstlume.domain.git import StackTrigger
 from firstlume.services import audit
 from firstlume.services.commands import CreateFolder, CreateStack, UpdateStack
+from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads.catalog import (
+    FolderRecord,
+    OrganizationRecord,
+    StackRecord,
+    folder_record,
+    stack_record,
+)
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -20,16 +29,16 @@ def path_prefixes(path: str) -> list[str]:
     return ["/".join(segments[: i + 1]) for i in range(len(segments))]
 
 
-async def folder_by_path(session: AsyncSession, org: Organization, path: str) -> Folder:
-    folder = await session.scalar(select(Folder).where(Folder.org_id == org.id, Folder.path == path))
+async def folder_by_path(session: AsyncSession, org: OrganizationRecord, path: str) -> FolderRecord:
+    folder = await catalog_reads.folder_by_path(session, org.id, path)
     if folder is None:
         raise NotFound(f"No folder '{path}'.")
     return folder
 
 
 async def ensure_folder(
-    session: AsyncSession, org: Organization, command: CreateFolder
-) -> tuple[Folder, bool]:
+    session: AsyncSession, org: OrganizationRecord, command: CreateFolder
+) -> tuple[FolderRecord, bool]:
     """Creates the folder and any missing parents; returns it and whether it was new."""
     path = command.path
     segments = path.split("/")
@@ -50,7 +59,7 @@ async def ensure_folder(
             created = True
         parent = folder
     assert parent is not None
-    return parent, created
+    return folder_record(parent), created
 
 
 async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Folder]:
@@ -67,19 +76,16 @@ async def folder_chain(session: AsyncSession, folder_id: str | None) -> list[Fol
     return sorted(rows, key=lambda f: f.path.count("/"))
 
 
-_STACK_BY_SLUG = select(Stack).where(Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"))
-
-
-async def stack_by_slug(session: AsyncSession, org: Organization, slug: str) -> Stack:
-    stack = await session.scalar(_STACK_BY_SLUG, {"org_id": org.id, "slug": slug})
+async def stack_by_slug(session: AsyncSession, org: OrganizationRecord, slug: str) -> StackRecord:
+    stack = await catalog_reads.stack_by_slug(session, org.id, slug)
     if stack is None:
         raise NotFound(f"No stack '{slug}'.")
     return stack
 
 
 async def create_stack(
-    session: AsyncSession, keyring: KeyRing, org: Organization, command: CreateStack
-) -> Stack:
+    session: AsyncSession, keyring: KeyRing, org: OrganizationRecord, command: CreateStack
+) -> StackRecord:
     slug = command.slug
     if await session.scalar(select(Stack.id).where(Stack.org_id == org.id, Stack.slug == slug)):
         raise AlreadyExists(f"A stack '{slug}' already exists in this organization.", field="slug")
@@ -108,13 +114,21 @@ async def create_stack(
     await audit.record(
         session, stack, AuditAction.STACK_CREATE, f"stack:{slug}", stack_fields(stack, command)
     )
-    return stack
+    return stack_record(stack)
 
 
-async def update_stack(session: AsyncSession, stack: Stack, command: UpdateStack) -> bool:
-    """Changes the fields given. Returns whether the stack now needs a new baseline head: its
-    trigger was switched on, or a triggered stack follows another repository or branch (only
-    commits after the baseline start runs)."""
+_STACK_TO_CHANGE = select(Stack).where(Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"))
+
+
+async def update_stack(
+    session: AsyncSession, org: OrganizationRecord, slug: str, command: UpdateStack
+) -> tuple[StackRecord, bool]:
+    """Changes the fields given of the stack `slug`. Returns the stack as changed, and whether it
+    now needs a new baseline head: its trigger was switched on, or a triggered stack follows
+    another repository or branch (only commits after the baseline start runs)."""
+    stack = await session.scalar(_STACK_TO_CHANGE, {"org_id": org.id, "slug": slug})
+    if stack is None:
+        raise NotFound(f"No stack '{slug}'.")
     was_on = stack.trigger != StackTrigger.MANUAL
     followed = (stack.repository, stack.branch)
     for name in command.model_fields_set:
@@ -135,7 +149,7 @@ async def update_stack(session: AsyncSession, stack: Stack, command: UpdateStack
         },
         stack=stack.slug,
     )
-    return rebase
+    return stack_record(stack), rebase
 
 
 def stack_fields(stack: Stack, command: CreateStack) -> dict[str, object]:

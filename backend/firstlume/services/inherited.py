@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
@@ -14,71 +14,71 @@ from firstlume.db.models import Folder, Organization, Stack, Variable
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import SECRET_SETTINGS, AuditAction
 from firstlume.domain.errors import NotFound
-from firstlume.domain.inheritance import (
-    Level,
-    Resolved,
-    resolve_variables,
-)
+from firstlume.domain.inheritance import Level, Resolved, resolve_variables
 from firstlume.services import audit
 from firstlume.services.catalog import folder_chain
 from firstlume.services.commands import PatchSettings, PutVariable
-from firstlume.services.reads.settings import effective_settings as resolve_many
-from firstlume.services.scopes import Scope as Scope
-from firstlume.services.scopes import explicit_settings as explicit_settings
-from firstlume.services.scopes import org_id_of, scope_name
+from firstlume.services.reads import settings as setting_reads
+from firstlume.services.reads.catalog import FolderRecord, OrganizationRecord, StackRecord, stack_record
+from firstlume.services.reads.settings import (
+    Scope,
+    VariableRecord,
+    org_id_of,
+    scope_name,
+    variable_record,
+)
+
+_TABLES: dict[type[Any], type[Organization | Folder | Stack]] = {
+    OrganizationRecord: Organization,
+    FolderRecord: Folder,
+    StackRecord: Stack,
+}
 
 
-async def _chain(session: AsyncSession, scope: Scope) -> tuple[Organization, list[Folder], Stack | None]:
-    if isinstance(scope, Organization):
-        return scope, [], None
-    org = await session.get(Organization, scope.org_id)
-    assert org is not None
-    if isinstance(scope, Folder):
-        return org, await folder_chain(session, scope.id), None
-    return org, await folder_chain(session, scope.folder_id), scope
-
-
-async def effective_settings(session: AsyncSession, scope: Scope) -> dict[str, Resolved]:
+async def effective_settings(session: AsyncSession, scope: Scope | Stack) -> dict[str, Resolved]:
     """One scope's settings, resolved by the read layer's batch read."""
-    [resolved] = await resolve_many(session, [scope])
+    [resolved] = await setting_reads.effective_settings(
+        session, [stack_record(scope) if isinstance(scope, Stack) else scope]
+    )
     return resolved
 
 
 def scope_target(scope: Scope) -> str:
     """The scope as the audit trail names it: "organization:acme", "folder:prod/eu", "stack:net"."""
-    if isinstance(scope, Organization):
+    if isinstance(scope, OrganizationRecord):
         return f"organization:{scope.slug}"
-    if isinstance(scope, Folder):
+    if isinstance(scope, FolderRecord):
         return f"folder:{scope.path}"
     return f"stack:{scope.slug}"
 
 
 def _audit_stack(scope: Scope) -> str | None:
-    return scope.slug if isinstance(scope, Stack) else None
+    return scope.slug if isinstance(scope, StackRecord) else None
 
 
-async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSettings) -> None:
+async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSettings) -> Scope:
     """Sets the given settings at this level, and records which changed (with their old and new
-    values, but for secret ones)."""
-    changed = []
-    for name, value in command.changes().items():
-        old = getattr(scope, name)
-        if old == value:
-            continue
-        setattr(scope, name, value)
-        changed.append(
-            {"setting": name} if name in SECRET_SETTINGS else {"setting": name, "old": old, "new": value}
-        )
-    await session.flush()
-    if changed:
-        await audit.record(
-            session,
-            org_id_of(scope),
-            AuditAction.SETTINGS_UPDATE,
-            scope_target(scope),
-            {"changes": changed},
-            stack=_audit_stack(scope),
-        )
+    values, but for secret ones). Returns the scope as changed."""
+    changes = {name: value for name, value in command.changes().items() if getattr(scope, name) != value}
+    if not changes:
+        return scope
+    table = _TABLES[type(scope)]
+    await session.execute(update(table).where(table.id == scope.id).values(**changes))
+    changed = [
+        {"setting": name}
+        if name in SECRET_SETTINGS
+        else {"setting": name, "old": getattr(scope, name), "new": value}
+        for name, value in changes.items()
+    ]
+    await audit.record(
+        session,
+        org_id_of(scope),
+        AuditAction.SETTINGS_UPDATE,
+        scope_target(scope),
+        {"changes": changed},
+        stack=_audit_stack(scope),
+    )
+    return replace(scope, **changes)
 
 
 # Variables -------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def _variable_context(org_id: str, scope: str, scope_id: str, name: str) -> str:
 
 async def put_variable(
     session: AsyncSession, keyring: KeyRing, scope: Scope, command: PutVariable
-) -> Variable:
+) -> VariableRecord:
     name = command.name
     org_id = org_id_of(scope)
     scope_label = scope_name(scope)
@@ -138,7 +138,7 @@ async def put_variable(
         },
         stack=_audit_stack(scope),
     )
-    return variable
+    return variable_record(variable)
 
 
 async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> None:
@@ -163,7 +163,7 @@ async def delete_variable(session: AsyncSession, scope: Scope, name: str) -> Non
     )
 
 
-def reveal(keyring: KeyRing, variable: Variable) -> str:
+def reveal(keyring: KeyRing, variable: VariableRecord | Variable) -> str:
     return keyring.decrypt_text(
         variable.value_sealed,
         _variable_context(variable.org_id, variable.scope, variable.scope_id, variable.name),
@@ -176,18 +176,19 @@ def _typed(variable: Variable, text: str) -> Any:
 
 async def effective_variables(session: AsyncSession, keyring: KeyRing, stack: Stack) -> list[VariableValue]:
     """The stack's variables with values, nearest level winning. Only executors may see values."""
-    org, folders, _ = await _chain(session, stack)
-    scope_ids = [org.id, *(f.id for f in folders), stack.id]
+    org_id = stack.org_id
+    folders = await folder_chain(session, stack.folder_id)
+    scope_ids = [org_id, *(f.id for f in folders), stack.id]
     rows = list(
         await session.scalars(
-            select(Variable).where(Variable.org_id == org.id, Variable.scope_id.in_(scope_ids))
+            select(Variable).where(Variable.org_id == org_id, Variable.scope_id.in_(scope_ids))
         )
     )
     by_scope: dict[str, dict[str, Variable]] = {}
     for row in rows:
         by_scope.setdefault(row.scope_id, {})[row.name] = row
     levels = [
-        Level("organization", by_scope.get(org.id, {})),
+        Level("organization", by_scope.get(org_id, {})),
         *(Level(f"folder:{f.path}", by_scope.get(f.id, {})) for f in folders),
         Level("stack", by_scope.get(stack.id, {})),
     ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.models import Organization, ResourceChange, Run, Stack, new_id
+from firstlume.db.models import ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound
@@ -16,6 +16,8 @@ from firstlume.services import audit
 from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
+from firstlume.services.reads.runs import RunRecord, run_record
 from firstlume.services.transitions import change_status
 
 DESTRUCTIVE_ACTIONS = ("delete", "replace")
@@ -33,8 +35,13 @@ class Trigger:
 
 
 async def start_run(
-    unit: Unit, actor: Actor | None, stack: Stack, command: StartRun, *, trigger: Trigger | None = None
-) -> Run:
+    unit: Unit,
+    actor: Actor | None,
+    stack: StackRecord | Stack,
+    command: StartRun,
+    *,
+    trigger: Trigger | None = None,
+) -> RunRecord:
     """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`."""
     if (actor is None) == (trigger is None):
         raise ValueError("a run is started by a person or by a trigger, and by only one")
@@ -68,7 +75,7 @@ async def start_run(
         actor=actor,
         by_system=actor is None,
     )
-    return run
+    return run_record(run)
 
 
 async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **details: object) -> None:
@@ -79,10 +86,9 @@ async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **det
     )
 
 
-async def run_in_org(session: AsyncSession, org: Organization, run_id: str, *, lock: bool = False) -> Run:
-    query = select(Run).where(Run.id == run_id, Run.org_id == org.id)
-    if lock:
-        query = query.with_for_update()
+async def _run_to_decide_on(session: AsyncSession, org: OrganizationRecord, run_id: str) -> Run:
+    """The run, its row locked while a decision on it is taken."""
+    query = select(Run).where(Run.id == run_id, Run.org_id == org.id).with_for_update()
     run = await session.scalar(query) if isinstance(run_id, str) and len(run_id) <= 64 else None
     if run is None:
         raise NotFound(f"No run '{run_id}' in this organization.")
@@ -99,7 +105,10 @@ async def destructive_addresses(session: AsyncSession, run_id: str) -> list[str]
     )
 
 
-async def approve_run(unit: Unit, actor: Actor, run: Run, command: ApproveRun) -> Run:
+async def approve_run(
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: ApproveRun
+) -> RunRecord:
+    run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be approved.", status=run.status
@@ -122,10 +131,13 @@ async def approve_run(unit: Unit, actor: Actor, run: Run, command: ApproveRun) -
         acknowledged=confirmed,
     )
     await _record(unit, actor, run, AuditAction.RUN_APPROVE, acknowledged=confirmed)
-    return run
+    return run_record(run)
 
 
-async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -> Run:
+async def discard_run(
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: DiscardRun
+) -> RunRecord:
+    run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
@@ -133,16 +145,19 @@ async def discard_run(unit: Unit, actor: Actor, run: Run, command: DiscardRun) -
     await require_approver(unit.session, run, actor.user_id, actor.email, approving=False)
     run = await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email, ended_by=actor.email)
     await _record(unit, actor, run, AuditAction.RUN_DISCARD)
-    return run
+    return run_record(run)
 
 
-async def cancel_run(unit: Unit, actor: Actor, run: Run, command: CancelRun) -> Run:
+async def cancel_run(
+    unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: CancelRun
+) -> RunRecord:
+    run = await _run_to_decide_on(unit.session, org, run_id)
     if run.status not in CANCELABLE:
         raise InvalidStatus(_why_not_cancelable(run), status=run.status)
     previous = run.status
     run = await change_status(unit, run, RunStatus.CANCELED, actor=actor.email, ended_by=actor.email)
     await _record(unit, actor, run, AuditAction.RUN_CANCEL, was=RunStatus(previous).value)
-    return run
+    return run_record(run)
 
 
 def _why_not_cancelable(run: Run) -> str:

@@ -16,8 +16,9 @@ from firstlume.api.validation import command
 from firstlume.services import accounts
 from firstlume.services.access import members, tokens
 from firstlume.services.access.commands import CreateToken, PutMember
+from firstlume.services.access.tokens import TokenRecord
 from firstlume.services.context import Actor
-from firstlume.services.reads import ApiToken, ReadScope
+from firstlume.services.reads import ReadScope
 
 Ctx = Info[GraphQLContext, None]
 ROLE_DESCRIPTION = "reader, operator or admin"
@@ -43,7 +44,7 @@ class Token:
     expires_at: datetime | None
 
     @classmethod
-    def of(cls, row: ApiToken) -> Token:
+    def of(cls, row: TokenRecord) -> Token:
         return cls(
             id=strawberry.ID(row.id),
             name=row.name,

@@ -15,7 +15,8 @@ from firstlume.api.graphql.org_root import OrgRoot, about_of
 from firstlume.domain.errors import Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
-from firstlume.services.reads import Organization, ReadScope, Stack
+from firstlume.services.reads import ReadScope
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
 
 MISSING_TOKEN = "Send an API token: 'Authorization: Bearer <token>'."
 
@@ -41,8 +42,8 @@ class GraphQLContext:
     # What the query is about, read with its caller: the organization (None when the caller is
     # not a member of one by that slug) and the stack it asks for (None when there is none).
     about: OrgRoot | None = None
-    about_org: Organization | None = None
-    about_stack: Stack | None = None
+    about_org: OrganizationRecord | None = None
+    about_stack: StackRecord | None = None
 
     def loaders(self) -> Loaders:
         """The operation's loaders: shared by an HTTP request's root fields; new for each
@@ -80,7 +81,7 @@ class GraphQLContext:
         except Unauthenticated as error:
             self.auth_error = error.message
 
-    def known_org(self, slug: str) -> tuple[Organization | None, dict[str, Stack | None]] | None:
+    def known_org(self, slug: str) -> tuple[OrganizationRecord | None, dict[str, StackRecord | None]] | None:
         """The organization `slug` (None: the caller is no member of one) and the stacks read with
         it, by slug, when they were read with the caller; None when they were not."""
         about = self.about

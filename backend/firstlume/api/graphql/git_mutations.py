@@ -16,7 +16,6 @@ from firstlume.services import catalog
 from firstlume.services.commands import RotateWebhookSecret, UpdateStack
 from firstlume.services.git import deliveries as webhook
 from firstlume.services.git.polling import set_baseline
-from firstlume.services.reads import catalog as catalog_reads
 
 
 @strawberry.type(description="The organization's new webhook secret: shown this once, never again.")
@@ -54,16 +53,12 @@ class GitMutation:
 
         async def work() -> Stack:
             async with org_unit(info, org) as (unit, _, org_row):
-                row = await catalog.stack_by_slug(unit.session, org_row, stack)
-                rebase = await catalog.update_stack(unit.session, row, command(UpdateStack, given))
-                stack_id = row.id
+                updated, rebase = await catalog.update_stack(
+                    unit.session, org_row, stack, command(UpdateStack, given)
+                )
             if rebase:
-                await set_baseline(info.context.app, stack_id)
-            loaders = fresh(info)
-            async with loaders.reads.session() as session:
-                updated = await catalog_reads.stack_by_slug(session, org_row.id, stack)
-            assert updated is not None
-            return Stack(row=updated, loaders=loaders)
+                await set_baseline(info.context.app, updated.id)
+            return Stack(row=updated, loaders=fresh(info))
 
         return await typed((NotFoundError, InvalidInputError), work)
 

@@ -16,16 +16,17 @@ from strawberry.dataloader import DataLoader
 
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.context import Context
-from firstlume.services.inherited import Scope
-from firstlume.services.reads import Folder, ReadScope, Run, RunStep, Stack, StateHead, Variable
+from firstlume.services.reads import ReadScope
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
 from firstlume.services.reads import state as state_reads
+from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeFilter, ChangePage, ChangePageKey, Facets
-from firstlume.services.reads.runs import RunFilter, RunPageKey
-from firstlume.services.reads.settings import scope_key
+from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord, StepRecord
+from firstlume.services.reads.settings import Scope, VariableRecord, scope_key
+from firstlume.services.reads.state import StateHeadRecord
 
 K = TypeVar("K", bound=Hashable)
 VOLATILE = (
@@ -42,7 +43,7 @@ class Loaders:
         self.reads = reads if reads is not None else ReadScope(ctx.db, shared=False)
         # Stacks read with their organization, by (organization id, slug), None when there is no
         # such stack (Query.organization, for Organization.stack).
-        self.stacks_by_slug: dict[tuple[str, str], Stack | None] = {}
+        self.stacks_by_slug: dict[tuple[str, str], StackRecord | None] = {}
         # The GraphQL Stack object of each stack row, by id: the runs of a page share their
         # stack's (types/runs.Run.stack).
         self.stack_objects: dict[str, Any] = {}
@@ -50,27 +51,27 @@ class Loaders:
     # Each loader is made when first used: an operation uses a few of them.
 
     @cached_property
-    def stack(self) -> DataLoader[str, Stack | None]:
+    def stack(self) -> DataLoader[str, StackRecord | None]:
         return self._loader(catalog_reads.stacks_by_id)
 
     @cached_property
-    def folder(self) -> DataLoader[str, Folder | None]:
+    def folder(self) -> DataLoader[str, FolderRecord | None]:
         return self._loader(catalog_reads.folders_by_id)
 
     @cached_property
-    def org_folders(self) -> DataLoader[str, list[Folder]]:
+    def org_folders(self) -> DataLoader[str, list[FolderRecord]]:
         return self._loader(catalog_reads.folders_of_orgs)
 
     @cached_property
-    def org_stacks(self) -> DataLoader[str, list[Stack]]:
+    def org_stacks(self) -> DataLoader[str, list[StackRecord]]:
         return self._loader(catalog_reads.stacks_of_orgs)
 
     @cached_property
-    def subfolders(self) -> DataLoader[str, list[Folder]]:
+    def subfolders(self) -> DataLoader[str, list[FolderRecord]]:
         return self._loader(catalog_reads.subfolders)
 
     @cached_property
-    def folder_stacks(self) -> DataLoader[str, list[Stack]]:
+    def folder_stacks(self) -> DataLoader[str, list[StackRecord]]:
         return self._loader(catalog_reads.stacks_in_folders)
 
     @cached_property
@@ -78,20 +79,21 @@ class Loaders:
         return self._loader(run_reads.emails)
 
     @cached_property
-    def steps(self) -> DataLoader[str, list[RunStep]]:
+    def steps(self) -> DataLoader[str, list[StepRecord]]:
         return self._loader(run_reads.steps_of)
 
     @cached_property
-    def queue_position(self) -> DataLoader[Run, int | None]:
-        return DataLoader(self._queue_positions, cache_key_fn=lambda run: run.id)
+    def queue_position(self) -> DataLoader[str, int | None]:
+        """By run id; asked only of queued runs."""
+        return self._loader(run_reads.queue_positions)
 
     @cached_property
-    def lock_holder(self) -> DataLoader[str, Run | None]:
+    def lock_holder(self) -> DataLoader[str, RunRecord | None]:
         return self._loader(run_reads.lock_holders)
 
     @cached_property
-    def stack_runs(self) -> DataLoader[RunPageKey, list[Run]]:
-        async def batch(keys: list[RunPageKey]) -> list[list[Run]]:
+    def stack_runs(self) -> DataLoader[RunPageKey, list[RunRecord]]:
+        async def batch(keys: list[RunPageKey]) -> list[list[RunRecord]]:
             extras = run_reads.PageExtras()
             async with self.reads.session() as session:
                 pages = await run_reads.stack_runs(session, keys, extras)
@@ -104,7 +106,7 @@ class Loaders:
             for page in pages:
                 for run in page:
                     if run.id in extras.positions:
-                        self.queue_position.prime(run, extras.positions[run.id])
+                        self.queue_position.prime(run.id, extras.positions[run.id])
             return pages
 
         return DataLoader(batch)
@@ -114,7 +116,7 @@ class Loaders:
         return DataLoader(self._stack_run_counts)
 
     @cached_property
-    def active_runs(self) -> DataLoader[str, list[Run]]:
+    def active_runs(self) -> DataLoader[str, list[RunRecord]]:
         return self._loader(run_reads.active_runs)
 
     @cached_property
@@ -134,11 +136,11 @@ class Loaders:
         return self._loader(setting_reads.effective_settings, cache_key_fn=scope_key)
 
     @cached_property
-    def variables(self) -> DataLoader[Scope, list[Variable]]:
+    def variables(self) -> DataLoader[Scope, list[VariableRecord]]:
         return self._loader(setting_reads.variables, cache_key_fn=scope_key)
 
     @cached_property
-    def state_heads(self) -> DataLoader[str, list[StateHead]]:
+    def state_heads(self) -> DataLoader[str, list[StateHeadRecord]]:
         return self._loader(state_reads.heads_of_stacks)
 
     def _loader(
@@ -150,10 +152,10 @@ class Loaders:
 
         return DataLoader(batch, **options)
 
-    def seen(self, rows: Iterable[Stack | Folder]) -> None:
+    def seen(self, rows: Iterable[StackRecord | FolderRecord]) -> None:
         """Rows read another way: a later load by id needs no query."""
         for row in rows:
-            if isinstance(row, Stack):
+            if isinstance(row, StackRecord):
                 self.stack.prime(row.id, row)
             else:
                 self.folder.prime(row.id, row)
@@ -167,13 +169,6 @@ class Loaders:
         """Keeps only what does not change under a live view (stacks, folders, users' emails)."""
         for name in VOLATILE:
             self.__dict__.pop(name, None)
-
-    async def _queue_positions(self, rows: list[Run]) -> list[int | None]:
-        if not any(r.status == run_reads.QUEUED for r in rows):
-            return [None] * len(rows)
-        async with self.reads.session() as session:
-            positions = await run_reads.queue_positions(session, rows)
-        return [positions.get(r.id) for r in rows]
 
     async def _stack_run_counts(self, keys: list[tuple[str, RunFilter]]) -> list[int]:
         by_filter: dict[RunFilter, list[str]] = {}

@@ -51,11 +51,11 @@ from firstlume.services.commands import (
 )
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
-from firstlume.services.inherited import Scope
 from firstlume.services.notifications import destinations
 from firstlume.services.notifications.sender import send_test_delivery
-from firstlume.services.reads import Organization
 from firstlume.services.reads import notifications as notification_reads
+from firstlume.services.reads.catalog import OrganizationRecord
+from firstlume.services.reads.settings import Scope
 from firstlume.services.state import locks
 from firstlume.services.state.callers import StateCaller
 
@@ -188,7 +188,7 @@ class SettingsInput:
 
 
 @asynccontextmanager
-async def org_unit(info: Ctx, slug: str) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+async def org_unit(info: Ctx, slug: str) -> AsyncIterator[tuple[Unit, Actor, OrganizationRecord]]:
     """A unit of work in the organization `slug`, for the caller."""
     actor = info.context.require_actor()
     async with info.context.app.unit() as unit:
@@ -196,7 +196,7 @@ async def org_unit(info: Ctx, slug: str) -> AsyncIterator[tuple[Unit, Actor, Org
         yield unit, actor, org
 
 
-async def scope_of(unit: Unit, org: Organization, folder: str | None, stack: str | None) -> Scope:
+async def scope_of(unit: Unit, org: OrganizationRecord, folder: str | None, stack: str | None) -> Scope:
     if folder is not None and stack is not None:
         raise InvalidRequest("Name a folder or a stack, not both.", field="folder")
     if stack is not None:
@@ -232,9 +232,8 @@ class Mutation(AccessMutation):
     ) -> ApproveRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
                 approval = command(ApproveRun, {"acknowledged": list(acknowledged or [])})
-                run = await runs.approve_run(unit, actor, run, approval)
+                run = await runs.approve_run(unit, actor, org_row, str(run_id), approval)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(APPROVE_ERRORS, work)
@@ -243,8 +242,7 @@ class Mutation(AccessMutation):
     async def discard_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> DiscardRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.discard_run(unit, actor, run, DiscardRun())
+                run = await runs.discard_run(unit, actor, org_row, str(run_id), DiscardRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(DISCARD_ERRORS, work)
@@ -253,8 +251,7 @@ class Mutation(AccessMutation):
     async def cancel_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> CancelRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.run_in_org(unit.session, org_row, str(run_id), lock=True)
-                run = await runs.cancel_run(unit, actor, run, CancelRun())
+                run = await runs.cancel_run(unit, actor, org_row, str(run_id), CancelRun())
             return Run(row=run, loaders=fresh(info))
 
         return await typed(CANCEL_ERRORS, work)
@@ -280,7 +277,7 @@ class Mutation(AccessMutation):
                 stack = await catalog.create_stack(unit.session, info.context.app.keyring, org_row, new_stack)
             if stack.trigger != StackTrigger.MANUAL:
                 # Only commits after the branch's head now start runs.
-                stack.git_seen_commit = await set_baseline(info.context.app, stack.id)
+                await set_baseline(info.context.app, stack.id)
             return Stack(row=stack, loaders=fresh(info))
 
         return await typed(STACK_ERRORS, work)
@@ -297,7 +294,7 @@ class Mutation(AccessMutation):
             async with org_unit(info, org) as (unit, _, org_row):
                 changes = command(PatchSettings, given)
                 scope = await scope_of(unit, org_row, folder, stack)
-                await inherited.patch_settings(unit.session, scope, changes)
+                scope = await inherited.patch_settings(unit.session, scope, changes)
             return Settings(scope=scope, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)
@@ -346,14 +343,14 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDestination:
             async with org_unit(info, org) as (unit, _, org_row):
-                created = await destinations.create_destination(
+                destination_id = await destinations.create_destination(
                     unit.session,
                     app.keyring,
                     org_row,
                     command(CreateNotification, {k: v for k, v in vars(input).items() if v is not None}),
                     allow_private=app.settings.allow_private_webhooks,
                 )
-                org_id, destination_id = org_row.id, created.id
+                org_id = org_row.id
             return await destination_of(fresh(info), org_id, destination_id)
 
         return await typed(INPUT_ERRORS, work)
@@ -367,11 +364,11 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDestination:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
                 await destinations.patch_destination(
                     unit.session,
                     app.keyring,
-                    found,
+                    org_row,
+                    str(id),
                     command(PatchNotification, given),
                     allow_private=app.settings.allow_private_webhooks,
                 )
@@ -384,8 +381,7 @@ class Mutation(AccessMutation):
     async def delete_notification(self, info: Ctx, org: str, id: strawberry.ID) -> DeleteNotificationResult:
         async def work() -> DeletedNotification:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
-                await destinations.delete_destination(unit.session, found)
+                await destinations.delete_destination(unit.session, org_row, str(id))
             return DeletedNotification(id=id)
 
         return await typed(INPUT_ERRORS, work)
@@ -396,9 +392,7 @@ class Mutation(AccessMutation):
 
         async def work() -> NotificationDelivery:
             async with org_unit(info, org) as (unit, _, org_row):
-                found = await destinations.destination_in_org(unit.session, org_row, str(id))
-                delivery = await destinations.add_test_delivery(unit.session, org_row, found)
-                delivery_id = delivery.id
+                delivery_id = await destinations.add_test_delivery(unit.session, org_row, str(id))
             await send_test_delivery(app, delivery_id)
             async with fresh(info).reads.session() as session:
                 return delivery_of(await notification_reads.delivery(session, delivery_id))

@@ -12,6 +12,7 @@ arrive through the broadcaster (PostgreSQL LISTEN/NOTIFY in production).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import fields
 from typing import Any
 
 import strawberry
@@ -34,11 +35,11 @@ from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
 from firstlume.services.logs import SAFETY_POLL_SECONDS
-from firstlume.services.reads import Organization
-from firstlume.services.reads import Run as RunRecord
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.catalog import OrganizationRecord
 from firstlume.services.reads.changes import ChangeRecord
+from firstlume.services.reads.runs import RunRecord
 
 Ctx = Info[GraphQLContext, None]
 ACTIVE_VALUES = {s.value for s in ACTIVE}
@@ -65,8 +66,9 @@ RUN_EVENTS = (RunStatusChanged, StepChanged, RunUpdated, ChangesStored)
 # What changes a run's resources: a status change can touch every change at once (approval: all
 # pending), as can storing the plan's changes.
 RESOURCE_EVENTS = (ResourcesChanged, ChangesStored, RunStatusChanged)
-# Bookkeeping that moves without the run changing for its viewers (the log has its own view).
-UNSHOWN_RUN_COLUMNS = ("heartbeat_at", "phase_attempt", "log_length")
+# What moves without the run changing for its viewers (the log has its own view).
+UNSHOWN_RUN_FIELDS = ("log_length",)
+SHOWN_RUN_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name not in UNSHOWN_RUN_FIELDS)
 
 
 async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[RunRecord, tuple[Any, ...]]:
@@ -77,7 +79,7 @@ async def _run_snapshot(ctx: Context, run_id: str, loaders: Loaders) -> tuple[Ru
     row, steps = found
     loaders.steps.prime(run_id, steps)
     fingerprint = (
-        tuple(getattr(row, c.key) for c in RunRecord.__table__.columns if c.key not in UNSHOWN_RUN_COLUMNS),
+        tuple(getattr(row, name) for name in SHOWN_RUN_FIELDS),
         tuple((s.name, s.status, s.started_at, s.finished_at) for s in steps),
     )
     return row, _hashable(fingerprint)
@@ -180,13 +182,13 @@ def _fingerprint_list(rows: dict[str, RunRecord]) -> Any:
     return tuple(sorted((r.id, r.status, r.updated_at) for r in rows.values()))
 
 
-async def _active(ctx: Context, org: Organization) -> dict[str, RunRecord]:
+async def _active(ctx: Context, org: OrganizationRecord) -> dict[str, RunRecord]:
     async with ctx.db.read() as session:
         [rows] = await run_reads.active_runs(session, [org.id])
     return {r.id: r for r in rows}
 
 
-async def follow_active_runs(ctx: Context, org: Organization) -> AsyncIterator[list[Run]]:
+async def follow_active_runs(ctx: Context, org: OrganizationRecord) -> AsyncIterator[list[Run]]:
     async with ctx.pubsub.subscribe(org_runs_channel(org.id)) as events:
         loaders = Loaders(ctx)
         active = await _active(ctx, org)

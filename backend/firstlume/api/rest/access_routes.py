@@ -13,10 +13,10 @@ from firstlume.api.rest.serializers import iso
 from firstlume.api.validation import command
 from firstlume.services.access import members, tokens
 from firstlume.services.access.commands import CreateToken, PutMember
-from firstlume.services.reads import ApiToken
+from firstlume.services.access.tokens import TokenRecord
 
 
-def token_json(row: ApiToken) -> dict[str, object]:
+def token_json(row: TokenRecord) -> dict[str, object]:
     return {
         "id": row.id,
         "name": row.name,

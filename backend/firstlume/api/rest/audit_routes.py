@@ -12,13 +12,13 @@ from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import endpoint, int_param, query_values
 from firstlume.api.rest.org_routes import org_read
 from firstlume.api.rest.serializers import iso
-from firstlume.services.reads import AuditEntry
 from firstlume.services.reads import audit as audit_reads
+from firstlume.services.reads.audit import AuditRecord
 
 FILTERS = ("actor", "action", "target", "stack", "since", "until")
 
 
-def audit_entry_json(entry: AuditEntry) -> dict[str, Any]:
+def audit_entry_json(entry: AuditRecord) -> dict[str, Any]:
     return {
         "id": str(entry.id),
         "time": iso(entry.created_at),

@@ -14,13 +14,13 @@ from firstlume.api.rest.org_routes import org_read
 from firstlume.api.rest.serializers import iso
 from firstlume.domain.drift import DRIFTED_FIELD
 from firstlume.services import catalog
-from firstlume.services.reads import Run
 from firstlume.services.reads import drift as drift_reads
+from firstlume.services.reads.runs import RunRecord
 
 O = "/api/v1/orgs/{org}"
 
 
-def _run_line(run: Run | None) -> dict[str, Any] | None:
+def _run_line(run: RunRecord | None) -> dict[str, Any] | None:
     if run is None:
         return None
     return {
@@ -46,8 +46,8 @@ async def overview(request: Request) -> Response:
             {
                 "stacks": [
                     {
-                        "stack": line.stack.slug,
-                        "name": line.stack.name,
+                        "stack": line.stack_slug,
+                        "name": line.stack_name,
                         "status": line.status.value,
                         "since": iso(line.since),
                         "last_run": _run_line(line.last_run),

@@ -58,7 +58,7 @@ async def rotate_webhook_secret(request: Request) -> Response:
     return JSONResponse({"secret": secret}, status_code=201)
 
 
-def delivery_json(delivery: git_reads.GitDelivery) -> dict[str, Any]:
+def delivery_json(delivery: git_reads.GitDeliveryRecord) -> dict[str, Any]:
     return {
         "id": str(delivery.id),
         "received_at": iso(delivery.received_at),
@@ -92,16 +92,15 @@ async def update_stack(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
-        stack = await catalog.stack_by_slug(unit.session, org, request.path_params["stack"])
-        rebase = await catalog.update_stack(unit.session, stack, command(UpdateStack, body))
-        stack_id = stack.id
+        check_query(request)
+        stack, rebase = await catalog.update_stack(
+            unit.session, org, request.path_params["stack"], command(UpdateStack, body)
+        )
+        paths = await catalog_reads.folder_paths(unit.session, [stack])
     if rebase:
         # Only commits after the branch's head now start runs.
-        await set_baseline(ctx, stack_id)
-    async with org_read(request) as (session, _, org):
-        stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
-        paths = await catalog_reads.folder_paths(session, [stack])
-        return JSONResponse(stack_json(stack, paths.get(stack.folder_id or "")))
+        await set_baseline(ctx, stack.id)
+    return JSONResponse(stack_json(stack, paths.get(stack.folder_id or "")))
 
 
 O = "/api/v1/orgs/{org}"

@@ -15,42 +15,43 @@ from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.rest.serializers import iso
 from firstlume.api.validation import command
 from firstlume.domain.drift import DeliveryStatus
+from firstlume.domain.errors import NotFound
 from firstlume.services.commands import CreateNotification, PatchNotification
 from firstlume.services.notifications import destinations
 from firstlume.services.notifications.sender import send_test_delivery
+from firstlume.services.reads import Session
 from firstlume.services.reads import notifications as notification_reads
+from firstlume.services.reads.notifications import DeliveryRecord, DestinationRecord
 
 O = "/api/v1/orgs/{org}"
 WAITING = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
 
 
-def destination_json(view: notification_reads.DestinationView) -> dict[str, Any]:
-    d = view.destination
+def destination_json(d: DestinationRecord) -> dict[str, Any]:
     return {
         "id": d.id,
         "name": d.name,
         "url": d.url,
         "events": list(d.events),
         "format": d.format,
-        "folder": view.folder,
-        "stack": view.stack,
-        "has_secret": view.has_secret,
+        "folder": d.folder,
+        "stack": d.stack,
+        "has_secret": d.has_secret,
         "created_at": iso(d.created_at),
         "updated_at": iso(d.updated_at),
     }
 
 
-def delivery_json(view: notification_reads.DeliveryView) -> dict[str, Any]:
-    d = view.delivery
+def delivery_json(d: DeliveryRecord) -> dict[str, Any]:
     return {
         "id": d.id,
         "event": d.event,
         "run_id": d.run_id,
         "test": d.test,
-        "status": view.status.value,
+        "status": d.status.value,
         "created_at": iso(d.created_at),
         "delivered_at": iso(d.delivered_at),
-        "next_attempt_at": iso(d.next_attempt_at) if view.status in WAITING else None,
+        "next_attempt_at": iso(d.next_attempt_at) if d.status in WAITING else None,
         "attempts": [
             {
                 "number": a.number,
@@ -59,14 +60,20 @@ def delivery_json(view: notification_reads.DeliveryView) -> dict[str, Any]:
                 "duration_ms": a.duration_ms,
                 "error": a.error,
             }
-            for a in view.attempts
+            for a in d.attempts
         ],
     }
 
 
-async def _one(session: Any, org_id: str, destination_id: str) -> dict[str, Any]:
-    [view] = await notification_reads.destinations(session, org_id, [destination_id])
-    return destination_json(view)
+async def _one(session: Session, org_id: str, destination_id: str) -> dict[str, Any]:
+    found = (
+        await notification_reads.destinations(session, org_id, [destination_id])
+        if len(destination_id) <= 64
+        else []
+    )
+    if not found:
+        raise NotFound(f"No notification destination '{destination_id}' in this organization.")
+    return destination_json(found[0])
 
 
 @endpoint
@@ -88,39 +95,38 @@ async def create_destination(request: Request) -> Response:
             command(CreateNotification, body),
             allow_private=ctx.settings.allow_private_webhooks,
         )
-        payload = await _one(unit.session, org.id, created.id)
+        payload = await _one(unit.session, org.id, created)
     return JSONResponse(payload, status_code=201)
 
 
 @endpoint
 async def get_destination(request: Request) -> Response:
     async with org_read(request) as (session, _, org):
-        found = await destinations.destination_in_org(session, org, request.path_params["id"])
-        return JSONResponse(await _one(session, org.id, found.id))
+        return JSONResponse(await _one(session, org.id, request.path_params["id"]))
 
 
 @endpoint
 async def patch_destination(request: Request) -> Response:
     body = await json_body(request)
     ctx = context_of(request)
+    destination_id = request.path_params["id"]
     async with org_request(request) as (unit, _, org):
-        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
         await destinations.patch_destination(
             unit.session,
             ctx.keyring,
-            found,
+            org,
+            destination_id,
             command(PatchNotification, body),
             allow_private=ctx.settings.allow_private_webhooks,
         )
-        payload = await _one(unit.session, org.id, found.id)
+        payload = await _one(unit.session, org.id, destination_id)
     return JSONResponse(payload)
 
 
 @endpoint
 async def delete_destination(request: Request) -> Response:
     async with org_request(request) as (unit, _, org):
-        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
-        await destinations.delete_destination(unit.session, found)
+        await destinations.delete_destination(unit.session, org, request.path_params["id"])
     return Response(status_code=204)
 
 
@@ -129,9 +135,10 @@ async def list_deliveries(request: Request) -> Response:
     async with org_read(request, "limit") as (session, _, org):
         limit = int_param(request, "limit", 50, 1, 200)
         assert limit is not None
-        found = await destinations.destination_in_org(session, org, request.path_params["id"])
-        views = await notification_reads.deliveries(session, found.id, limit=limit)
-        return JSONResponse({"deliveries": [delivery_json(v) for v in views]})
+        destination_id = request.path_params["id"]
+        await destinations.require_destination(session, org, destination_id)
+        found = await notification_reads.deliveries(session, destination_id, limit=limit)
+        return JSONResponse({"deliveries": [delivery_json(d) for d in found]})
 
 
 @endpoint
@@ -140,13 +147,11 @@ async def send_test(request: Request) -> Response:
     await json_body(request)
     ctx = context_of(request)
     async with org_request(request) as (unit, _, org):
-        found = await destinations.destination_in_org(unit.session, org, request.path_params["id"])
-        delivery = await destinations.add_test_delivery(unit.session, org, found)
-        delivery_id = delivery.id
+        delivery_id = await destinations.add_test_delivery(unit.session, org, request.path_params["id"])
     await send_test_delivery(ctx, delivery_id)
     async with ctx.db.read() as session:
-        view = await notification_reads.delivery(session, delivery_id)
-    return JSONResponse(delivery_json(view))
+        delivery = await notification_reads.delivery(session, delivery_id)
+    return JSONResponse(delivery_json(delivery))
 
 
 routes = [

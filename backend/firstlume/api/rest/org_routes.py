@@ -19,14 +19,15 @@ from firstlume.services import accounts, catalog, inherited
 from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings, PutVariable
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
-from firstlume.services.inherited import Scope
-from firstlume.services.reads import Organization, Session, Stack
+from firstlume.services.reads import Session
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import settings as setting_reads
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
+from firstlume.services.reads.settings import Scope, explicit_settings
 
 
 @asynccontextmanager
-async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization]]:
+async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, OrganizationRecord]]:
     """A unit of work for a change made in the organization of the path, by the caller."""
     async with context_of(request).unit() as unit:
         actor, org = await accounts.authenticate_in_org(
@@ -37,7 +38,9 @@ async def org_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Orga
 
 
 @asynccontextmanager
-async def stack_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Organization, Stack]]:
+async def stack_request(
+    request: Request,
+) -> AsyncIterator[tuple[Unit, Actor, OrganizationRecord, StackRecord]]:
     """`org_request` for a change to the stack of the path, found in the same statement."""
     async with context_of(request).unit() as unit:
         actor, org, stack = await accounts.authenticate_in_stack(
@@ -52,7 +55,7 @@ async def stack_request(request: Request) -> AsyncIterator[tuple[Unit, Actor, Or
 
 
 @asynccontextmanager
-async def org_read(request: Request, *query: str) -> AsyncIterator[tuple[Session, Actor, Organization]]:
+async def org_read(request: Request, *query: str) -> AsyncIterator[tuple[Session, Actor, OrganizationRecord]]:
     """A read in the organization of the path, by the caller; `query` names the query parameters
     the route takes (any other is refused)."""
     check_query(request, query)
@@ -64,7 +67,7 @@ async def org_read(request: Request, *query: str) -> AsyncIterator[tuple[Session
         yield session, actor, org
 
 
-async def _scope(session: Session, org: Organization, request: Request) -> Scope:
+async def _scope(session: Session, org: OrganizationRecord, request: Request) -> Scope:
     params = request.path_params
     if "stack" in params:
         return await catalog.stack_by_slug(session, org, params["stack"])
@@ -100,7 +103,7 @@ async def create_stack(request: Request) -> Response:
         paths = await catalog_reads.folder_paths(unit.session, [stack])
     if stack.trigger != StackTrigger.MANUAL:
         # Only commits after the branch's head now start runs.
-        stack.git_seen_commit = await set_baseline(ctx, stack.id)
+        await set_baseline(ctx, stack.id)
     return JSONResponse(stacks_json([stack], paths)[0], status_code=201)
 
 
@@ -130,7 +133,7 @@ async def create_folder(request: Request) -> Response:
 
 async def _settings_payload(session: Session, scope: Scope) -> dict[str, object]:
     [effective] = await setting_reads.effective_settings(session, [scope])
-    return {"explicit": inherited.explicit_settings(scope), "effective": resolved_json(effective)}
+    return {"explicit": explicit_settings(scope), "effective": resolved_json(effective)}
 
 
 @endpoint
@@ -145,7 +148,7 @@ async def patch_settings(request: Request) -> Response:
     body = await json_body(request)
     async with org_request(request) as (unit, _, org):
         scope = await _scope(unit.session, org, request)
-        await inherited.patch_settings(unit.session, scope, command(PatchSettings, body))
+        scope = await inherited.patch_settings(unit.session, scope, command(PatchSettings, body))
         return JSONResponse(await _settings_payload(unit.session, scope))
 
 

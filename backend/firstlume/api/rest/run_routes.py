@@ -20,10 +20,11 @@ from firstlume.services import catalog, runs
 from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.logs import follow_log, stream_log
-from firstlume.services.reads import Run, Session
+from firstlume.services.reads import Session
 from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
-from firstlume.services.reads.runs import RunFilter, RunPageKey
+from firstlume.services.reads.catalog import OrganizationRecord
+from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord
 
 MAX_LIST = 500
 DEFAULT_LIST = 100
@@ -135,16 +136,17 @@ C = TypeVar("C", bound=Command)
 
 
 async def _act_on_run(
-    request: Request, model: type[C], action: Callable[[Unit, Actor, Run, C], Awaitable[Run]]
-) -> Run:
-    """A decision on a run (approve, discard, cancel): the run's row is locked while it is taken."""
+    request: Request,
+    model: type[C],
+    action: Callable[[Unit, Actor, OrganizationRecord, str, C], Awaitable[RunRecord]],
+) -> RunRecord:
+    """A decision on a run (approve, discard, cancel)."""
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
-        run = await runs.run_in_org(unit.session, org, request.path_params["run"], lock=True)
-        return await action(unit, actor, run, command(model, body))
+        return await action(unit, actor, org, request.path_params["run"], command(model, body))
 
 
-async def _reply(request: Request, run: Run) -> Response:
+async def _reply(request: Request, run: RunRecord) -> Response:
     async with context_of(request).db.read() as session:
         [details] = await run_reads.details(session, [run])
     return JSONResponse(run_json(details))

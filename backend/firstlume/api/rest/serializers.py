@@ -9,17 +9,17 @@ from typing import Any
 
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
-from firstlume.services.reads import Folder, Stack, Variable
+from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeRecord
-from firstlume.services.reads.runs import Run as RunRecord
-from firstlume.services.reads.runs import RunDetails, duration_ms, summary_of
+from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
+from firstlume.services.reads.settings import VariableRecord
 
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
+def stack_json(stack: StackRecord, folder_path: str | None) -> dict[str, Any]:
     return {
         "id": stack.id,
         "slug": stack.slug,
@@ -29,20 +29,16 @@ def stack_json(stack: Stack, folder_path: str | None) -> dict[str, Any]:
         "branch": stack.branch,
         "path": stack.path,
         "trigger": stack.trigger,
-        "git_auth": "https_token"
-        if stack.git_https_token_sealed
-        else "ssh_key"
-        if stack.git_ssh_key_sealed
-        else None,
+        "git_auth": stack.git_auth,
         "created_at": iso(stack.created_at),
     }
 
 
-def stacks_json(stacks: Iterable[Stack], folder_paths: dict[str, str]) -> list[dict[str, Any]]:
+def stacks_json(stacks: Iterable[StackRecord], folder_paths: dict[str, str]) -> list[dict[str, Any]]:
     return [stack_json(s, folder_paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
 
 
-def folder_json(folder: Folder) -> dict[str, Any]:
+def folder_json(folder: FolderRecord) -> dict[str, Any]:
     parent = folder.path.rsplit("/", 1)[0] if "/" in folder.path else None
     return {
         "id": folder.id,
@@ -57,7 +53,7 @@ def resolved_json(resolved: dict[str, Resolved]) -> dict[str, Any]:
     return {name: {"value": item.value, "origin": item.origin} for name, item in resolved.items()}
 
 
-def variable_json(variable: Variable, value: str | None) -> dict[str, Any]:
+def variable_json(variable: VariableRecord, value: str | None) -> dict[str, Any]:
     # A sensitive value is write-only: `value` is null for it, always.
     return {
         "name": variable.name,
@@ -69,7 +65,7 @@ def variable_json(variable: Variable, value: str | None) -> dict[str, Any]:
 
 
 def run_json(details: RunDetails) -> dict[str, Any]:
-    run: RunRecord = details.run
+    run = details.run
     summary = summary_of(run)
     commit = None
     if run.commit_sha:

@@ -144,12 +144,11 @@ async def write_state(request: Request) -> Response:
         written = await store.write_state(
             unit.session, context_of(request).keyring, caller, unit_path, raw, lock_id
         )
-        version = written.version
         answer = {
-            "serial": version.serial,
-            "lineage": version.lineage,
-            "sha256": version.sha256,
-            "resources": version.resources,
+            "serial": written.serial,
+            "lineage": written.lineage,
+            "sha256": written.sha256,
+            "resources": written.resources,
             "stored": written.created,
         }
     return JSONResponse(answer)
@@ -169,8 +168,7 @@ async def lock_state(request: Request) -> Response:
     info = parse_lock_info(await _body(request, MAX_LOCK_BYTES))
     try:
         async with state_change(request) as (unit, caller, unit_path):
-            head = await locks.lock_state(unit.session, caller, unit_path, info)
-            lock = locks.lock_json(head)
+            lock = await locks.lock_state(unit.session, caller, unit_path, info)
     except StateLocked as error:
         return _lock_refusal(423, error)
     return JSONResponse({**info, "lock": lock})

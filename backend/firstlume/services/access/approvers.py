@@ -16,6 +16,7 @@ from firstlume.domain.errors import Forbidden
 from firstlume.domain.inheritance import Resolved
 from firstlume.domain.runs import RunStatus, TriggerKind
 from firstlume.services.access.roles import Role
+from firstlume.services.reads.runs import RunRecord
 
 
 class NotAnApprover(Forbidden):
@@ -43,7 +44,7 @@ class Verdict:
     code: str | None = None
 
 
-def _started_it(run: Run, user_id: str, email: str) -> str | None:
+def _started_it(run: Run | RunRecord, user_id: str, email: str) -> str | None:
     if run.created_by_id == user_id:
         return "you started this run"
     if run.trigger_kind == TriggerKind.PUSH:
@@ -54,7 +55,7 @@ def _started_it(run: Run, user_id: str, email: str) -> str | None:
 
 
 def verdict(
-    run: Run, email: str, user_id: str, role: str | None, groups: list[str], *, approving: bool
+    run: Run | RunRecord, email: str, user_id: str, role: str | None, groups: list[str], *, approving: bool
 ) -> Verdict:
     """Whether this person may approve (or discard, with approving=False) the run."""
     if role is None:
@@ -90,7 +91,7 @@ async def membership_of(session: AsyncSession, org_id: str, user_id: str) -> tup
 
 
 async def viewer_verdicts(
-    session: AsyncSession, run: Run, user_id: str, email: str
+    session: AsyncSession, run: RunRecord, user_id: str, email: str
 ) -> tuple[Verdict, Verdict]:
     """What the approval panel shows the viewer: may they approve, and discard, the run now, and
     if not, why."""

@@ -14,6 +14,7 @@ from firstlume.services import audit
 from firstlume.services.access.commands import PutMember
 from firstlume.services.access.roles import ORDER, Role
 from firstlume.services.accounts import ensure_user
+from firstlume.services.reads.catalog import OrganizationRecord
 
 
 class LastAdmin(Conflict):
@@ -57,7 +58,7 @@ async def list_members(session: AsyncSession, org_id: str) -> list[Member]:
     return [Member(email=e, role=r, groups=list(g or [])) for e, r, g in rows]
 
 
-async def _membership(session: AsyncSession, org: Organization, email: str) -> Membership | None:
+async def _membership(session: AsyncSession, org: OrganizationRecord, email: str) -> Membership | None:
     return await session.scalar(
         select(Membership)
         .join(User, User.id == Membership.user_id)
@@ -66,7 +67,7 @@ async def _membership(session: AsyncSession, org: Organization, email: str) -> M
     )
 
 
-async def _admins(session: AsyncSession, org: Organization) -> int:
+async def _admins(session: AsyncSession, org: OrganizationRecord) -> int:
     return int(
         await session.scalar(
             select(func.count())
@@ -77,7 +78,9 @@ async def _admins(session: AsyncSession, org: Organization) -> int:
     )
 
 
-async def put_member(session: AsyncSession, org: Organization, email: str, command: PutMember) -> Member:
+async def put_member(
+    session: AsyncSession, org: OrganizationRecord, email: str, command: PutMember
+) -> Member:
     """Adds the person (by email) with the role and groups, or changes an existing member's."""
     membership = await _membership(session, org, email)
     if membership is None:
@@ -106,7 +109,7 @@ async def put_member(session: AsyncSession, org: Organization, email: str, comma
     return Member(email=email, role=membership.role, groups=list(membership.groups))
 
 
-async def remove_member(session: AsyncSession, org: Organization, email: str) -> None:
+async def remove_member(session: AsyncSession, org: OrganizationRecord, email: str) -> None:
     membership = await _membership(session, org, email)
     if membership is None:
         raise NotFound(f"{email} is not a member of this organization.")

@@ -6,39 +6,57 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Table, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import ApiToken, Organization
+from firstlume.db.models import ApiToken
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.services import audit
 from firstlume.services.access.commands import CreateToken
 from firstlume.services.context import Actor, Context, Unit
+from firstlume.services.reads.catalog import OrganizationRecord
+from firstlume.services.reads.rows import column_rows, columns_of, record_of
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """An API token as its owner sees it: never the token, nor its hash."""
+
+    id: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+_COLUMNS = columns_of(TokenRecord, cast(Table, ApiToken.__table__))
+
+
+@dataclass(frozen=True, slots=True)
 class NewToken:
-    row: ApiToken
+    row: TokenRecord
     token: str  # shown once
 
 
-async def list_tokens(session: AsyncSession, actor: Actor) -> list[ApiToken]:
+async def list_tokens(session: AsyncSession, actor: Actor) -> list[TokenRecord]:
     """The caller's own tokens, not revoked, newest first."""
-    return list(
-        await session.scalars(
-            select(ApiToken)
-            .where(ApiToken.user_id == actor.user_id, ApiToken.revoked_at.is_(None))
-            .order_by(ApiToken.created_at.desc(), ApiToken.id)
-        )
+    rows = await column_rows(
+        session,
+        select(*_COLUMNS)
+        .where(ApiToken.user_id == actor.user_id, ApiToken.revoked_at.is_(None))
+        .order_by(ApiToken.created_at.desc(), ApiToken.id),
     )
+    return [TokenRecord(*row) for row in rows]
 
 
 async def create_token(
-    session: AsyncSession, actor: Actor, command: CreateToken, org: Organization
+    session: AsyncSession, actor: Actor, command: CreateToken, org: OrganizationRecord
 ) -> NewToken:
     """A token of the caller's, made through `org`'s API (whose audit trail records it)."""
     lifetime = command.lifetime()
@@ -55,10 +73,10 @@ async def create_token(
     await audit.record(
         session, org, AuditAction.TOKEN_CREATE, f"token:{row.id}", {"name": row.name, "expires_at": expires}
     )
-    return NewToken(row=row, token=token)
+    return NewToken(row=record_of(TokenRecord, row), token=token)
 
 
-async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: Organization) -> ApiToken:
+async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: OrganizationRecord) -> TokenRecord:
     """Revokes one of the caller's own tokens (another's is not found)."""
     row = await unit.session.scalar(
         select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == actor.user_id).with_for_update()
@@ -70,7 +88,7 @@ async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: Organizatio
     row.revoked_at = utcnow()
     await unit.session.flush()
     await audit.record(unit.session, org, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name})
-    return row
+    return record_of(TokenRecord, row)
 
 
 # A token's last use is written at most this often: not a write per request.

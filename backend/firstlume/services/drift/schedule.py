@@ -24,6 +24,8 @@ from firstlume.db.models_drift import DriftSlot
 from firstlume.domain.runs import ACTIVE, RunType, TriggerKind
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
+from firstlume.services.reads.catalog import STACK_COLUMNS, StackRecord
+from firstlume.services.reads.rows import column_rows
 from firstlume.services.reads.settings import effective_settings
 from firstlume.services.runs import Trigger, start_run
 
@@ -58,9 +60,10 @@ async def due_slots(ctx: Context, now: datetime) -> list[Due]:
         org_ids |= set(await session.scalars(select(Stack.org_id).where(Stack.drift_schedule.is_not(None))))
         if not org_ids:
             return []
-        stacks = list(
-            await session.scalars(select(Stack).where(Stack.org_id.in_(org_ids)).order_by(Stack.id))
+        rows = await column_rows(
+            session, select(*STACK_COLUMNS).where(Stack.org_id.in_(org_ids)).order_by(Stack.id)
         )
+        stacks = [StackRecord(*row) for row in rows]
         resolved = await effective_settings(session, stacks)
     due = []
     for stack, settings in zip(stacks, resolved, strict=True):

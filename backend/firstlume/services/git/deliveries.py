@@ -23,6 +23,8 @@ from firstlume.services.context import Context, Unit
 from firstlume.services.git.polling import cache_of
 from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, prune_deliveries, view_of
 from firstlume.services.git.webhooks import Hook, Push, identify, parse_push, verify
+from firstlume.services.reads.catalog import ORG_COLUMNS, OrganizationRecord
+from firstlume.services.reads.rows import column_rows
 
 SECRET_BYTES = 32
 
@@ -31,7 +33,7 @@ def _secret_context(org_id: str) -> str:
     return f"git-webhook:{org_id}"
 
 
-async def rotate_secret(unit: Unit, keyring: KeyRing, org: Organization) -> str:
+async def rotate_secret(unit: Unit, keyring: KeyRing, org: OrganizationRecord) -> str:
     """Creates or replaces the organization's webhook secret; the only time it is shown."""
     secret = secrets.token_urlsafe(SECRET_BYTES)
     sealed = keyring.encrypt_text(secret, _secret_context(org.id))
@@ -48,11 +50,12 @@ async def rotate_secret(unit: Unit, keyring: KeyRing, org: Organization) -> str:
     return secret
 
 
-async def _org_and_secret(ctx: Context, slug: str) -> tuple[Organization, str | None]:
+async def _org_and_secret(ctx: Context, slug: str) -> tuple[OrganizationRecord, str | None]:
     async with ctx.db.read() as session:
-        org = await session.scalar(select(Organization).where(Organization.slug == slug))
-        if org is None:
+        rows = await column_rows(session, select(*ORG_COLUMNS).where(Organization.slug == slug))
+        if not rows:
             raise NotFound(f"No organization '{slug}'.")
+        org = OrganizationRecord(*rows[0])
         row = await session.get(GitWebhookSecret, org.id)
     secret = ctx.keyring.decrypt_text(row.secret_sealed, _secret_context(org.id)) if row else None
     return org, secret
@@ -60,7 +63,7 @@ async def _org_and_secret(ctx: Context, slug: str) -> tuple[Organization, str | 
 
 async def _log(
     ctx: Context,
-    org: Organization,
+    org: OrganizationRecord,
     hook: Hook,
     http_status: int,
     result: dict[str, Any],

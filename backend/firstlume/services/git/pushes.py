@@ -29,6 +29,7 @@ from firstlume.pubsub import org_git_channel
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.remote import Change, Credentials, GitCache, RemoteError, fetch_change
+from firstlume.services.reads.runs import RunRecord
 from firstlume.services.runs import Trigger, start_run
 from firstlume.services.transitions import change_status
 
@@ -329,7 +330,9 @@ async def delivery_seen(ctx: Context, org_id: str, delivery: str) -> bool:
     return found is not None
 
 
-async def _start_push_run(unit: Unit, sighting: Sighting, view: StackView, change: Change | None) -> Run:
+async def _start_push_run(
+    unit: Unit, sighting: Sighting, view: StackView, change: Change | None
+) -> RunRecord:
     session = unit.session
     stack = await session.get(Stack, view.id)
     assert stack is not None

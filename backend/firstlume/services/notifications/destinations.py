@@ -9,7 +9,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Organization
 from firstlume.db.models_drift import NotificationDelivery, NotificationDestination
 from firstlume.db.types import utcnow
 from firstlume.domain.errors import InvalidRequest, NotFound
@@ -17,6 +16,7 @@ from firstlume.services.catalog import folder_by_path, stack_by_slug
 from firstlume.services.commands import CreateNotification, PatchNotification
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.payloads import TEST_EVENT, test_payload
+from firstlume.services.reads.catalog import OrganizationRecord
 
 
 def _secret_context(destination_id: str) -> str:
@@ -36,8 +36,8 @@ async def _allowed(url: str, allow_private: bool) -> None:
         raise InvalidRequest(f"'url' is not allowed: {error}.", field="url") from None
 
 
-async def destination_in_org(
-    session: AsyncSession, org: Organization, destination_id: str
+async def _destination_in_org(
+    session: AsyncSession, org: OrganizationRecord, destination_id: str
 ) -> NotificationDestination:
     found = (
         await session.scalar(
@@ -53,14 +53,20 @@ async def destination_in_org(
     return found
 
 
+async def require_destination(session: AsyncSession, org: OrganizationRecord, destination_id: str) -> None:
+    """Refuses (NotFound) a destination that is not the organization's."""
+    await _destination_in_org(session, org, destination_id)
+
+
 async def create_destination(
     session: AsyncSession,
     keyring: KeyRing,
-    org: Organization,
+    org: OrganizationRecord,
     command: CreateNotification,
     *,
     allow_private: bool,
-) -> NotificationDestination:
+) -> str:
+    """Adds the destination; returns its id."""
     await _allowed(command.url, allow_private)
     folder_id = stack_id = None
     if command.folder is not None:
@@ -84,17 +90,19 @@ async def create_destination(
     if command.secret is not None:
         destination.secret_sealed = keyring.encrypt_text(command.secret, _secret_context(destination.id))
     await session.flush()
-    return destination
+    return destination.id
 
 
 async def patch_destination(
     session: AsyncSession,
     keyring: KeyRing,
-    destination: NotificationDestination,
+    org: OrganizationRecord,
+    destination_id: str,
     command: PatchNotification,
     *,
     allow_private: bool,
-) -> NotificationDestination:
+) -> None:
+    destination = await _destination_in_org(session, org, destination_id)
     given = command.model_fields_set
     if command.url is not None:
         await _allowed(command.url, allow_private)
@@ -111,18 +119,16 @@ async def patch_destination(
         )
     destination.updated_at = utcnow()
     await session.flush()
-    return destination
 
 
-async def delete_destination(session: AsyncSession, destination: NotificationDestination) -> None:
-    await session.delete(destination)
+async def delete_destination(session: AsyncSession, org: OrganizationRecord, destination_id: str) -> None:
+    await session.delete(await _destination_in_org(session, org, destination_id))
     await session.flush()
 
 
-async def add_test_delivery(
-    session: AsyncSession, org: Organization, destination: NotificationDestination
-) -> NotificationDelivery:
-    """A test message, posted once at once (never retried)."""
+async def add_test_delivery(session: AsyncSession, org: OrganizationRecord, destination_id: str) -> str:
+    """A test message, posted once at once (never retried); returns its delivery's id."""
+    destination = await _destination_in_org(session, org, destination_id)
     now = utcnow()
     delivery = NotificationDelivery(
         destination_id=destination.id,
@@ -138,4 +144,4 @@ async def add_test_delivery(
     )
     session.add(delivery)
     await session.flush()
-    return delivery
+    return delivery.id

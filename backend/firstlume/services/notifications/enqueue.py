@@ -19,18 +19,20 @@ async def enqueue(unit: Unit, run: Run, notification: Notification) -> int:
     """Adds a delivery of `notification` for each destination of the run's scope that listens
     for it; returns how many. One statement when the organization has no destination."""
     session = unit.session
-    listening = [
-        d
-        for d in await session.scalars(
-            select(NotificationDestination).where(NotificationDestination.org_id == run.org_id)
+    # The organization's slug rides along (the payload names it): no statement of its own.
+    rows = (
+        await session.execute(
+            select(NotificationDestination, Organization.slug)
+            .join(Organization, Organization.id == NotificationDestination.org_id)
+            .where(NotificationDestination.org_id == run.org_id)
         )
-        if notification.value in d.events
-    ]
+    ).all()
+    listening = [d for d, _ in rows if notification.value in d.events]
     if not listening:
         return 0
+    org_slug = rows[0][1]
     stack = await session.get(Stack, run.stack_id)
-    org = await session.get(Organization, run.org_id)
-    assert stack is not None and org is not None
+    assert stack is not None
     folder_ids: set[str] = set()
     if any(d.folder_id for d in listening):
         folder_ids = {f.id for f in await folder_chain(session, stack.folder_id)}
@@ -40,7 +42,7 @@ async def enqueue(unit: Unit, run: Run, notification: Notification) -> int:
         if (d.stack_id is None and d.folder_id is None) or d.stack_id == stack.id or d.folder_id in folder_ids
     ]
     now = utcnow()
-    payload = run_payload(notification.value, org.slug, stack.slug, run)
+    payload = run_payload(notification.value, org_slug, stack.slug, run)
     for destination in reached:
         session.add(
             NotificationDelivery(

@@ -8,18 +8,39 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models_audit import AuditEntry
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest
+from firstlume.services.reads.rows import column_rows, columns_of
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
 CURSOR = re.compile(r"^[1-9][0-9]{0,18}$")
 ACTIONS = ", ".join(a.value for a in AuditAction)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One change made through an API or the CLI."""
+
+    id: int
+    created_at: datetime
+    actor: str  # the person's email, or "system"
+    actor_token_id: str | None
+    action: str
+    target: str
+    stack: str | None
+    details: dict[str, Any]
+    via: str
+    request_id: str | None
+
+
+_COLUMNS = columns_of(AuditRecord, cast(Table, AuditEntry.__table__))
 
 
 @dataclass(frozen=True)
@@ -99,9 +120,9 @@ def check_limit(limit: int, name: str = "limit") -> int:
     return limit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AuditPage:
-    entries: list[AuditEntry]
+    entries: list[AuditRecord]
     next_cursor: str | None
 
 
@@ -109,7 +130,7 @@ async def audit_page(
     session: AsyncSession, org_id: str, where: AuditFilter, limit: int, before: int | None = None
 ) -> AuditPage:
     """Up to `limit` entries, newest first, older than the cursor `before`."""
-    query = select(AuditEntry).where(AuditEntry.org_id == org_id)
+    query = select(*_COLUMNS).where(AuditEntry.org_id == org_id)
     if before is not None:
         query = query.where(AuditEntry.id < before)
     if where.actors:
@@ -124,6 +145,9 @@ async def audit_page(
         query = query.where(AuditEntry.created_at >= where.since)
     if where.until is not None:
         query = query.where(AuditEntry.created_at < where.until)
-    rows = list(await session.scalars(query.order_by(AuditEntry.id.desc()).limit(limit + 1)))
+    rows = [
+        AuditRecord(*row)
+        for row in await column_rows(session, query.order_by(AuditEntry.id.desc()).limit(limit + 1))
+    ]
     page = rows[:limit]
     return AuditPage(entries=page, next_cursor=str(page[-1].id) if len(rows) > limit else None)

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import ResourceChange
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.errors import InvalidRequest
+from firstlume.services.reads.rows import column_rows
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -157,7 +158,7 @@ class ChangePage:
 
 async def all_changes(session: AsyncSession, run_id: str) -> list[ChangeRecord]:
     """Every change of the run in plan order."""
-    rows = await session.execute(select(*_COLUMNS).where(C.run_id == run_id).order_by(C.position))
+    rows = await column_rows(session, select(*_COLUMNS).where(C.run_id == run_id).order_by(C.position))
     return _records(rows)
 
 
@@ -168,7 +169,7 @@ async def changes_at(
     query = select(*_COLUMNS).where(C.run_id == run_id)
     if addresses is not None:
         query = query.where(C.address.in_(list(addresses)))
-    return _records(await session.execute(query.order_by(C.position)))
+    return _records(await column_rows(session, query.order_by(C.position)))
 
 
 # Counts, facets and pages, for many runs at once ------------------------------------------------
@@ -184,7 +185,7 @@ async def counts(
         .group_by(C.run_id, C.action)
     )
     found: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(ACTIONS, 0))
-    for run_id, action, count in await session.execute(query):
+    for run_id, action, count in await column_rows(session, query):
         if action in RANK:
             found[run_id][action] = int(count)
     return [dict(found[run_id]) for run_id in run_ids]
@@ -199,8 +200,8 @@ class Facets:
 
 
 async def facets(session: AsyncSession, run_ids: Sequence[str]) -> list[Facets]:
-    rows = await session.execute(
-        select(C.run_id, C.type, C.unit).where(C.run_id.in_(set(run_ids))).distinct()
+    rows = await column_rows(
+        session, select(C.run_id, C.type, C.unit).where(C.run_id.in_(set(run_ids))).distinct()
     )
     types: dict[str, set[str]] = defaultdict(set)
     units: dict[str, set[str]] = defaultdict(set)
@@ -223,15 +224,16 @@ async def pages(session: AsyncSession, keys: Sequence[ChangePageKey]) -> list[Ch
                 or_(_group_rank > after.rank, and_(_group_rank == after.rank, C.position > after.position))
             )
         if len(run_ids) == 1:
-            rows = await session.execute(query.order_by(_group_rank, C.position).limit(first + 1))
+            rows = await column_rows(session, query.order_by(_group_rank, C.position).limit(first + 1))
         else:
             # Several runs: number each run's matches in page order and keep the first of each.
             rank = func.row_number().over(partition_by=C.run_id, order_by=(_group_rank, C.position))
             ranked = query.add_columns(rank.label("rn")).subquery()
-            rows = await session.execute(
+            rows = await column_rows(
+                session,
                 select(*(ranked.c[name] for name in _NAMES))
                 .where(ranked.c.rn <= first + 1)
-                .order_by(ranked.c.run_id, ranked.c.rn)
+                .order_by(ranked.c.run_id, ranked.c.rn),
             )
         by_run: dict[str, list[ChangeRecord]] = defaultdict(list)
         for run_id, *values in rows:

@@ -20,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import ResourceChange, Run, Stack
 from firstlume.domain.drift import DRIFT_OUTCOMES, DriftStatus
 from firstlume.domain.runs import RunStatus, RunType
+from firstlume.services.reads.rows import column_rows
+from firstlume.services.reads.runs import RUN_COLUMNS, RunRecord
 
 OUTCOMES = DRIFT_OUTCOMES
 OUTCOME_VALUES = sorted(s.value for s in OUTCOMES)
@@ -27,29 +29,30 @@ OUTCOME_VALUES = sorted(s.value for s in OUTCOMES)
 MAX_ADDRESSES = 200
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriftedResource:
     address: str
     action: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StackDrift:
-    stack: Stack
+    stack_slug: str
+    stack_name: str
     status: DriftStatus
     since: datetime | None
-    last_run: Run | None
+    last_run: RunRecord | None
     drifted: list[DriftedResource]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriftRun:
-    run: Run
+    run: RunRecord
     status: DriftStatus
     drifted: list[DriftedResource]
 
 
-def outcome(run: Run | None) -> DriftStatus:
+def outcome(run: RunRecord | None) -> DriftStatus:
     return (
         OUTCOMES.get(RunStatus(run.status), DriftStatus.UNKNOWN) if run is not None else DriftStatus.UNKNOWN
     )
@@ -81,7 +84,11 @@ def _finished_drift(query: SelectT) -> SelectT:
 
 async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
     """One line per stack of the organization, by slug."""
-    stacks = list(await session.scalars(select(Stack).where(Stack.org_id == org_id).order_by(Stack.slug)))
+    stacks = (
+        await session.execute(
+            select(Stack.id, Stack.slug, Stack.name).where(Stack.org_id == org_id).order_by(Stack.slug)
+        )
+    ).all()
     ranked = _finished_drift(
         select(
             Run.id.label("run_id"),
@@ -94,8 +101,8 @@ async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
     ).subquery()
     latest = select(ranked.c.run_id, ranked.c.stack_id, ranked.c.status).where(ranked.c.rank == 1).subquery()
     latest_runs = {
-        run.stack_id: run
-        for run in await session.scalars(select(Run).join(latest, latest.c.run_id == Run.id))
+        row.stack_id: RunRecord(*row)
+        for row in await column_rows(session, select(*RUN_COLUMNS).join(latest, latest.c.run_id == Run.id))
     }
     # When each stack last had another outcome than its latest …
     other = _finished_drift(
@@ -120,13 +127,14 @@ async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
     )
     return [
         StackDrift(
-            stack=stack,
-            status=outcome(latest_runs.get(stack.id)),
-            since=since.get(stack.id),
-            last_run=latest_runs.get(stack.id),
-            drifted=addresses.get(latest_runs[stack.id].id, []) if stack.id in latest_runs else [],
+            stack_slug=slug,
+            stack_name=name,
+            status=outcome(latest_runs.get(stack_id)),
+            since=since.get(stack_id),
+            last_run=latest_runs.get(stack_id),
+            drifted=addresses.get(latest_runs[stack_id].id, []) if stack_id in latest_runs else [],
         )
-        for stack in stacks
+        for stack_id, slug, name in stacks
     ]
 
 
@@ -135,9 +143,10 @@ async def history(
 ) -> list[DriftRun]:
     """The stack's drift runs, newest first (any status: a queued or running one too), each with
     the addresses that drifted."""
-    query = select(Run).where(Run.stack_id == stack_id, Run.type == RunType.DRIFT.value)
+    query = select(*RUN_COLUMNS).where(Run.stack_id == stack_id, Run.type == RunType.DRIFT.value)
     if before is not None:
         query = query.where(Run.number < before)
-    found = list(await session.scalars(query.order_by(Run.number.desc()).limit(limit)))
+    rows = await column_rows(session, query.order_by(Run.number.desc()).limit(limit))
+    found = [RunRecord(*row) for row in rows]
     addresses = await drifted_resources(session, [r.id for r in found if r.status == RunStatus.DRIFTED])
     return [DriftRun(run=r, status=outcome(r), drifted=addresses.get(r.id, [])) for r in found]

@@ -1,7 +1,12 @@
 """Reads of runs: one run, a stack's history (filtered, paged), an organization's active runs, and
 what a run page shows beside the row (its stack's slug, people's emails, steps, queue position,
 the run holding its stack's lock). Every function takes many keys and answers in a fixed number
-of statements, so REST lists and GraphQL DataLoaders cost the same for 1 run as for 100."""
+of statements, so REST lists and GraphQL DataLoaders cost the same for 1 run as for 100.
+
+Runs and steps come back as read models (RunRecord, StepRecord) filled from plain column rows:
+a page of runs read as ORM objects (an identity map entry, an instance state and instrumented
+attributes for each) cost about a tenth of a stack page's time (py-spy of the served control
+plane under wrk, P5)."""
 
 from __future__ import annotations
 
@@ -12,21 +17,91 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Row, Select, Table, bindparam, case, func, select
+from sqlalchemy import Select, Table, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from firstlume.db.models import Run as Run  # the row type callers of this module get back
-from firstlume.db.models import RunStep, Stack, User
+from firstlume.db.models import Run, RunStep, Stack, User
 from firstlume.domain.changes import Summary
-from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, TriggerKind
-from firstlume.services.reads.rows import column_rows
+from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, StepStatus, TriggerKind
+from firstlume.services.reads.rows import column_rows, columns_of, record_of
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
 ACTIVE_VALUES = sorted(s.value for s in ACTIVE)
 LOCK_VALUES = sorted(s.value for s in HOLDS_LOCK)
 QUEUED = RunStatus.QUEUED.value
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run as the APIs show it: every column but the execution's bookkeeping (heartbeat,
+    attempt, planned serials)."""
+
+    id: str
+    org_id: str
+    stack_id: str
+    number: int
+    type: RunType
+    status: RunStatus
+    trigger_kind: TriggerKind
+    trigger_commit: str | None
+    trigger_delivery: str | None
+    # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
+    trigger_actor: str | None
+    created_at: datetime
+    created_by_id: str | None
+    updated_at: datetime
+    finished_at: datetime | None
+    error: str | None
+    commit_sha: str | None
+    commit_author: str | None
+    commit_message: str | None
+    commit_url: str | None
+    approval_required: bool | None
+    approval_required_origin: str | None
+    confirm_destructive: bool | None
+    confirm_destructive_origin: str | None
+    approvers: list[str] | None
+    approvers_origin: str | None
+    forbid_self_approval: bool | None
+    forbid_self_approval_origin: str | None
+    approved_by_id: str | None
+    approved_at: datetime | None
+    ended_by: str | None
+    acknowledged: list[str]
+    config_yaml: str | None
+    engine: str | None
+    variables_used: list[dict[str, Any]]
+    state_backends: list[dict[str, Any]]
+    summary_delete: int
+    summary_replace: int
+    summary_update: int
+    summary_create: int
+    has_plan: bool
+    failed_resource_count: int
+    failed_resource_addresses: list[str]
+    log_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    run_id: str
+    name: str
+    status: StepStatus
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+_RUNS = cast(Table, Run.__table__)
+RUN_COLUMNS = columns_of(RunRecord, _RUNS)
+_COLUMNS = len(RUN_COLUMNS)
+STEP_COLUMNS = columns_of(StepRecord, cast(Table, RunStep.__table__))
+
+
+def run_record(run: Run) -> RunRecord:
+    """The read model of a run a change has in hand."""
+    return record_of(RunRecord, run)
 
 
 @dataclass(frozen=True)
@@ -61,15 +136,15 @@ class RunPageKey:
     counted: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunDetails:
     """A run and what its page shows beside the row: the read model of the REST Run."""
 
-    run: Run
+    run: RunRecord
     stack_slug: str
     created_by: str | None
     approved_by: str | None
-    steps: list[RunStep]
+    steps: list[StepRecord]
     queue_position: int | None
 
     @property
@@ -77,7 +152,7 @@ class RunDetails:
         return started_at(self.steps)
 
 
-def summary_of(run: Run) -> Summary:
+def summary_of(run: RunRecord) -> Summary:
     return Summary(
         delete=run.summary_delete,
         replace=run.summary_replace,
@@ -86,7 +161,7 @@ def summary_of(run: Run) -> Summary:
     )
 
 
-def started_at(steps: Iterable[RunStep]) -> datetime | None:
+def started_at(steps: Iterable[StepRecord]) -> datetime | None:
     """When the run's first phase started: queue time is not part of a run's duration."""
     return min((s.started_at for s in steps if s.started_at is not None), default=None)
 
@@ -107,27 +182,36 @@ def _grouped(rows: Iterable[Any], key: str, wanted: Sequence[Any]) -> list[list[
 # Single runs and lists ------------------------------------------------------------------------
 
 
-async def run_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run | None:
+def _runs(rows: Iterable[Any]) -> list[RunRecord]:
+    return [RunRecord(*row[:_COLUMNS]) for row in rows]
+
+
+_RUN_IN_ORG = select(*RUN_COLUMNS).where(Run.id == bindparam("run_id"), Run.org_id == bindparam("org_id"))
+_RUN = select(*RUN_COLUMNS).where(Run.id == bindparam("run_id"))
+
+
+async def run_in_org(session: AsyncSession, org_id: str, run_id: str) -> RunRecord | None:
     if not isinstance(run_id, str) or len(run_id) > 64:
         return None
-    return await session.scalar(select(Run).where(Run.id == run_id, Run.org_id == org_id))
+    rows = await column_rows(session, _RUN_IN_ORG, {"run_id": run_id, "org_id": org_id})
+    return RunRecord(*rows[0]) if rows else None
 
 
-async def run_with_steps(session: AsyncSession, run_id: str) -> tuple[Run, list[RunStep]] | None:
-    run = await session.get(Run, run_id, populate_existing=True)
-    if run is None:
+async def run_with_steps(session: AsyncSession, run_id: str) -> tuple[RunRecord, list[StepRecord]] | None:
+    rows = await column_rows(session, _RUN, {"run_id": run_id})
+    if not rows:
         return None
     [steps] = await steps_of(session, [run_id])
-    return run, steps
+    return RunRecord(*rows[0]), steps
 
 
 async def run_status(session: AsyncSession, run_id: str) -> str | None:
     return await session.scalar(select(Run.status).where(Run.id == run_id))
 
 
-async def runs_by_id(session: AsyncSession, run_ids: Sequence[str]) -> list[Run | None]:
-    query = select(Run).where(Run.id.in_(set(run_ids))).execution_options(populate_existing=True)
-    found = {r.id: r for r in await session.scalars(query)}
+async def runs_by_id(session: AsyncSession, run_ids: Sequence[str]) -> list[RunRecord | None]:
+    rows = await column_rows(session, select(*RUN_COLUMNS).where(Run.id.in_(set(run_ids))))
+    found = {r.id: r for r in _runs(rows)}
     return [found.get(i) for i in run_ids]
 
 
@@ -142,35 +226,12 @@ class PageExtras:
     totals: dict[tuple[str, RunFilter], int] = field(default_factory=dict)
 
 
-class Record:
-    """A row read only to be shown: each column an attribute, named as on its ORM class (a run's
-    as on a Run). A page of runs, or a run and its steps, read as ORM objects (an identity map
-    entry, an instance state and instrumented attributes for each): py-spy of the served control
-    plane under wrk (P5) put that at about a tenth of a stack page's time and of a GET's."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.__dict__ = values
-
-
-_RUNS = cast(Table, Run.__table__)
-_NAMES = tuple(column.key for column in _RUNS.c)
-_COLUMNS = len(_NAMES)
-_STEPS = cast(Table, RunStep.__table__)
-_STEP_NAMES = tuple(column.key for column in _STEPS.c)
-
-
-def _records(rows: Sequence[Row[Any]]) -> list[Run]:
-    """The runs of rows that start with every column of `runs`, as records. Typed as Run, which
-    has the same attributes: the API layer reads a run the same way, whichever it got."""
-    return [cast(Run, Record(dict(zip(_NAMES, row, strict=False)))) for row in rows]
-
-
 async def stack_runs(
     session: AsyncSession, keys: Sequence[RunPageKey], extras: PageExtras | None = None
-) -> list[list[Run]]:
+) -> list[list[RunRecord]]:
     """Pages of several stacks' histories, one statement per distinct page shape. With `extras`,
     a page of one stack also brings its starters' emails and queue positions into it."""
-    found: dict[tuple[str, int, int | None, RunFilter], list[Run]] = {}
+    found: dict[tuple[str, int, int | None, RunFilter], list[RunRecord]] = {}
     shapes: dict[tuple[int, int | None, RunFilter], list[str]] = defaultdict(list)
     counted = {(key.stack_id, key.filter) for key in keys if key.counted}
     for key in keys:
@@ -186,7 +247,7 @@ async def stack_runs(
                 _one_stack_page(run_filter, before is not None, counting),
                 {"stack_id": stack_id, "before": before, "limit": limit},
             )
-            runs = _records(rows)
+            runs = _runs(rows)
             if extras is not None:
                 for run, (email, position, *_) in zip(runs, (row[_COLUMNS:] for row in rows), strict=True):
                     if email is not None and run.created_by_id:
@@ -206,12 +267,12 @@ async def stack_runs(
         page = ranked.subquery()
         ranked_rows = await column_rows(
             session,
-            select(_RUNS)
+            select(*RUN_COLUMNS)
             .join(page, page.c.id == _RUNS.c.id)
             .where(page.c.rank <= limit)
             .order_by(_RUNS.c.stack_id, _RUNS.c.number.desc()),
         )
-        records = _records(ranked_rows)
+        records = _runs(ranked_rows)
         for stack_id, group in zip(stack_ids, _grouped(records, "stack_id", stack_ids), strict=True):
             found[(stack_id, limit, before, run_filter)] = group
     return [found[(key.stack_id, key.limit, key.before, key.filter)] for key in keys]
@@ -222,7 +283,7 @@ async def stack_runs(
 @functools.lru_cache(maxsize=64)
 def _one_stack_page(run_filter: RunFilter, paged: bool, counted: bool) -> Select[*tuple[Any, ...]]:
     # The starter's email and a queued run's position ride along: two statements fewer a page.
-    columns: list[Any] = [_RUNS, _creator.email, case((Run.status == QUEUED, _AHEAD))]
+    columns: list[Any] = [*RUN_COLUMNS, _creator.email, case((Run.status == QUEUED, _AHEAD))]
     if counted:
         # Uncorrelated, so the database counts once for the page, and the page itself still
         # stops at its limit in the (stack, number) index.
@@ -261,24 +322,27 @@ async def stack_run_counts(
 
 async def active_runs(
     session: AsyncSession, org_ids: Sequence[str], run_filter: RunFilter | None = None
-) -> list[list[Run]]:
+) -> list[list[RunRecord]]:
     """Every run of each organization that has not finished, oldest first."""
     query = (
         (run_filter or RunFilter())
-        .apply(select(Run).where(Run.org_id.in_(set(org_ids)), Run.status.in_(ACTIVE_VALUES)))
+        .apply(select(*RUN_COLUMNS).where(Run.org_id.in_(set(org_ids)), Run.status.in_(ACTIVE_VALUES)))
         .order_by(Run.created_at, Run.number)
     )
-    return _grouped(await session.scalars(query), "org_id", org_ids)
+    return _grouped(_runs(await column_rows(session, query)), "org_id", org_ids)
 
 
 # What a run shows beside its row ----------------------------------------------------------------
 
 
-async def steps_of(session: AsyncSession, run_ids: Sequence[str]) -> list[list[RunStep]]:
-    rows = await session.scalars(
-        select(RunStep).where(RunStep.run_id.in_(set(run_ids))).order_by(RunStep.run_id, RunStep.position)
+async def steps_of(session: AsyncSession, run_ids: Sequence[str]) -> list[list[StepRecord]]:
+    rows = await column_rows(
+        session,
+        select(*STEP_COLUMNS)
+        .where(RunStep.run_id.in_(set(run_ids)))
+        .order_by(RunStep.run_id, RunStep.position),
     )
-    return _grouped(rows, "run_id", run_ids)
+    return _grouped((StepRecord(*row) for row in rows), "run_id", run_ids)
 
 
 _EMAILS = select(User.id, User.email).where(User.id.in_(bindparam("ids", expanding=True)))
@@ -303,29 +367,27 @@ _QUEUE_POSITIONS = select(Run.id, _AHEAD).where(
 )
 
 
-async def queue_positions(session: AsyncSession, runs: Iterable[Run]) -> dict[str, int]:
-    """Position in its stack's queue (1 = starts next) of each queued run among `runs`: a count of
-    the queued runs of the same stack that arrived no later, answered by the
+async def queue_positions(session: AsyncSession, run_ids: Sequence[str]) -> list[int | None]:
+    """Position in its stack's queue (1 = starts next) of each run, None for a run not queued: a
+    count of the queued runs of the same stack that arrived no later, answered by the
     (stack_id, status, number) index without reading the queue itself."""
-    queued = [r.id for r in runs if r.status == QUEUED]
-    if not queued:
-        return {}
-    rows = await column_rows(session, _QUEUE_POSITIONS, {"ids": queued})
-    return {run_id: int(position) for run_id, position in rows}
+    rows = await column_rows(session, _QUEUE_POSITIONS, {"ids": sorted(set(run_ids))})
+    found = {run_id: int(position) for run_id, position in rows}
+    return [found.get(i) for i in run_ids]
 
 
-async def lock_holders(session: AsyncSession, stack_ids: Sequence[str]) -> list[Run | None]:
+async def lock_holders(session: AsyncSession, stack_ids: Sequence[str]) -> list[RunRecord | None]:
     """The run holding each stack's lock, if any (the database allows one per stack)."""
-    rows = await session.scalars(
-        select(Run).where(Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES))
+    rows = await column_rows(
+        session, select(*RUN_COLUMNS).where(Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES))
     )
-    found = {r.stack_id: r for r in rows}
+    found = {r.stack_id: r for r in _runs(rows)}
     return [found.get(i) for i in stack_ids]
 
 
 async def details(
     session: AsyncSession,
-    runs: Sequence[Run],
+    runs: Sequence[RunRecord],
     *,
     slugs: dict[str, str] | None = None,
     known_emails: dict[str, str] | None = None,
@@ -351,8 +413,13 @@ async def details(
         people.update(
             (u, e) for u, e in zip(missing_people, await emails(session, missing_people), strict=True) if e
         )
-    steps = [[] for _ in runs] if just_queued else await steps_of(session, [r.id for r in runs])
-    positions = known_positions if known_positions is not None else await queue_positions(session, runs)
+    steps: list[list[StepRecord]] = (
+        [[] for _ in runs] if just_queued else await steps_of(session, [r.id for r in runs])
+    )
+    positions: dict[str, int | None] = dict(known_positions or {})
+    queued = [r.id for r in runs if r.status == QUEUED]
+    if known_positions is None and queued:
+        positions = dict(zip(queued, await queue_positions(session, queued), strict=True))
     return [
         RunDetails(
             run=run,
@@ -370,7 +437,14 @@ async def details(
 _creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
 # The run's steps come in the same statement, one row each (a run has a handful).
 _DETAILS = (
-    select(_RUNS, Stack.slug, _creator.email, _approver.email, case((Run.status == QUEUED, _AHEAD)), _STEPS)
+    select(
+        *RUN_COLUMNS,
+        Stack.slug,
+        _creator.email,
+        _approver.email,
+        case((Run.status == QUEUED, _AHEAD)),
+        *STEP_COLUMNS,
+    )
     .join(Stack, Stack.id == Run.stack_id)
     .outerjoin(_creator, _creator.id == Run.created_by_id)
     .outerjoin(_approver, _approver.id == Run.approved_by_id)
@@ -388,12 +462,12 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
     rows = await column_rows(session, _DETAILS, {"run_id": run_id, "org_id": org_id})
     if not rows:
         return None
-    [run] = _records(rows[:1])
+    run = RunRecord(*rows[0][:_COLUMNS])
     slug, created_by, approved_by, position = rows[0][_COLUMNS : _COLUMNS + 4]
     steps = [
-        cast(RunStep, Record(dict(zip(_STEP_NAMES, row[_COLUMNS + 4 :], strict=True))))
+        StepRecord(*row[_COLUMNS + 4 :])
         for row in rows
-        if row[_COLUMNS + 4] is not None  # the step's id: a run without steps has one row of nulls
+        if row[_COLUMNS + 4] is not None  # the step's run: a run without steps has one row of nulls
     ]
     return RunDetails(
         run=run,

@@ -6,16 +6,40 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, StateHead, StateVersion, User
+from firstlume.domain.runs import Phase
+from firstlume.services.reads.rows import column_rows, columns_of
 
 MAX_VERSIONS = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class StateHeadRecord:
+    """A unit's current serial and lineage, and its lock: Terraform's lock info and who holds it
+    (a person, or a run's phase)."""
+
+    id: str
+    stack_id: str
+    unit: str
+    serial: int | None
+    lineage: str | None
+    lock_id: str | None
+    lock_info: dict[str, Any] | None
+    lock_run_id: str | None
+    lock_phase: Phase | None
+    lock_holder: str | None
+    locked_at: datetime | None
+
+
+HEAD_COLUMNS = columns_of(StateHeadRecord, cast(Table, StateHead.__table__))
+
+
+@dataclass(frozen=True, slots=True)
 class VersionRecord:
     serial: int
     lineage: str
@@ -35,23 +59,29 @@ class VersionRecord:
         return self.created_by or "unknown"
 
 
-async def heads_of_stacks(session: AsyncSession, stack_ids: Sequence[str]) -> list[list[StateHead]]:
+async def heads_of_stacks(session: AsyncSession, stack_ids: Sequence[str]) -> list[list[StateHeadRecord]]:
     """Each stack's units with managed state (or a lock), by unit path."""
-    rows = await session.scalars(
-        select(StateHead)
+    rows = await column_rows(
+        session,
+        select(*HEAD_COLUMNS)
         .where(StateHead.stack_id.in_(stack_ids))
-        .order_by(StateHead.stack_id, StateHead.unit)
+        .order_by(StateHead.stack_id, StateHead.unit),
     )
-    grouped: dict[str, list[StateHead]] = {stack_id: [] for stack_id in stack_ids}
-    for head in rows:
+    grouped: dict[str, list[StateHeadRecord]] = {stack_id: [] for stack_id in stack_ids}
+    for row in rows:
+        head = StateHeadRecord(*row)
         grouped[head.stack_id].append(head)
     return [grouped[stack_id] for stack_id in stack_ids]
 
 
-async def head_of(session: AsyncSession, stack_id: str, unit: str) -> StateHead | None:
-    return await session.scalar(
-        select(StateHead).where(StateHead.stack_id == stack_id, StateHead.unit == unit)
-    )
+_HEAD = select(*HEAD_COLUMNS).where(
+    StateHead.stack_id == bindparam("stack_id"), StateHead.unit == bindparam("unit")
+)
+
+
+async def head_of(session: AsyncSession, stack_id: str, unit: str) -> StateHeadRecord | None:
+    rows = await column_rows(session, _HEAD, {"stack_id": stack_id, "unit": unit})
+    return StateHeadRecord(*rows[0]) if rows else None
 
 
 async def versions(

@@ -7,10 +7,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.models import Stack, StateHead, new_id
+from firstlume.db.models import StateHead, new_id
+from firstlume.services.reads.catalog import StackRecord
 
 
-async def head_for_update(session: AsyncSession, stack: Stack, unit: str) -> StateHead:
+async def head_for_update(session: AsyncSession, stack: StackRecord, unit: str) -> StateHead:
     """The unit's head row, created if missing, locked for this transaction: writers, lockers
     and unlockers of one unit take turns on it (SQLite's BEGIN IMMEDIATE already serializes)."""
     head = await _locked_head(session, stack, unit)
@@ -29,7 +30,7 @@ async def head_for_update(session: AsyncSession, stack: Stack, unit: str) -> Sta
     return head
 
 
-async def _locked_head(session: AsyncSession, stack: Stack, unit: str) -> StateHead | None:
+async def _locked_head(session: AsyncSession, stack: StackRecord, unit: str) -> StateHead | None:
     return await session.scalar(
         select(StateHead)
         .where(StateHead.stack_id == stack.id, StateHead.unit == unit)
@@ -38,7 +39,7 @@ async def _locked_head(session: AsyncSession, stack: Stack, unit: str) -> StateH
     )
 
 
-async def find_head(session: AsyncSession, stack: Stack, unit: str) -> StateHead | None:
+async def find_head(session: AsyncSession, stack: StackRecord, unit: str) -> StateHead | None:
     return await session.scalar(
         select(StateHead).where(StateHead.stack_id == stack.id, StateHead.unit == unit)
     )

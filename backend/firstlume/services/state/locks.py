@@ -14,6 +14,7 @@ from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict
 from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, RunStatus
 from firstlume.services import audit
+from firstlume.services.reads.state import StateHeadRecord
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
 
@@ -45,7 +46,7 @@ class LockHeldByOther(Conflict):
         self.lock_info = dict(head.lock_info or {"ID": head.lock_id or ""})
 
 
-def lock_json(head: StateHead | None) -> dict[str, Any] | None:
+def lock_json(head: StateHead | StateHeadRecord | None) -> dict[str, Any] | None:
     """The lock as the API shows it: Terraform's lock info and who holds it."""
     if head is None or head.lock_id is None:
         return None
@@ -117,8 +118,9 @@ def force_release(head: StateHead) -> dict[str, Any] | None:
 
 async def lock_state(
     session: AsyncSession, caller: StateCaller, unit: str, info: dict[str, str]
-) -> StateHead:
-    """LOCK: takes the lock in the caller's name, or raises StateLocked (423) with the holder."""
+) -> dict[str, Any] | None:
+    """LOCK: takes the lock in the caller's name, or raises StateLocked (423) with the holder.
+    Returns the lock as lock_json shows it."""
     head = await head_for_update(session, caller.stack, unit)
     await release_if_stale(session, head)
     taken = take_lock(
@@ -126,12 +128,12 @@ async def lock_state(
         info,
         holder=caller.name,
         user_id=caller.actor.user_id if caller.actor else None,
-        run_id=caller.run.id if caller.run else None,
+        run_id=caller.run_id,
         phase=caller.phase,
     )
     if not taken:
         raise StateLocked(head, "wait for it to be released, or ask an admin to force-unlock it")
-    return head
+    return lock_json(head)
 
 
 async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lock_id: str) -> None:

@@ -8,12 +8,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Stack, StateHead, StateVersion
+from firstlume.db.models import StateHead, StateVersion
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict, NotFound
 from firstlume.domain.state import check_write, parse_state
 from firstlume.services import audit
+from firstlume.services.reads.catalog import StackRecord
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
 from firstlume.services.state.locks import StateLocked, lock_json, release_if_stale
@@ -28,10 +29,19 @@ def seal_context(stack_id: str, unit: str, serial: int) -> str:
     return f"state:{stack_id}:{unit}:{serial}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Written:
-    version: StateVersion
+    """The version a write left current."""
+
+    serial: int
+    lineage: str
+    sha256: str
+    resources: int
     created: bool  # False: the current version was sent again
+
+    @classmethod
+    def of(cls, version: StateVersion, *, created: bool) -> Written:
+        return cls(version.serial, version.lineage, version.sha256, version.resources, created)
 
 
 async def write_state(
@@ -50,7 +60,7 @@ async def write_state(
     current = await _version(session, head.id, head.serial) if head.serial is not None else None
     if not check_write(head.serial, head.lineage, current.sha256 if current else None, document):
         assert current is not None
-        return Written(current, created=False)
+        return Written.of(current, created=False)
     version = StateVersion(
         head_id=head.id,
         serial=document.serial,
@@ -60,7 +70,7 @@ async def write_state(
         state_sealed=keyring.encrypt(raw, seal_context(caller.stack.id, unit, document.serial)),
         created_at=utcnow(),
         created_by_id=caller.actor.user_id if caller.actor else None,
-        run_id=caller.run.id if caller.run else None,
+        run_id=caller.run_id,
         run_phase=caller.phase,
     )
     session.add(version)
@@ -76,7 +86,7 @@ async def write_state(
             {"unit": unit, "serial": document.serial, "lineage": document.lineage},
             actor=caller.actor,
         )
-    return Written(version, created=True)
+    return Written.of(version, created=True)
 
 
 async def _version(session: AsyncSession, head_id: str, serial: int) -> StateVersion | None:
@@ -85,7 +95,9 @@ async def _version(session: AsyncSession, head_id: str, serial: int) -> StateVer
     )
 
 
-async def current_state(session: AsyncSession, keyring: KeyRing, stack: Stack, unit: str) -> bytes | None:
+async def current_state(
+    session: AsyncSession, keyring: KeyRing, stack: StackRecord, unit: str
+) -> bytes | None:
     head = await find_head(session, stack, unit)
     if head is None or head.serial is None:
         return None
@@ -93,7 +105,7 @@ async def current_state(session: AsyncSession, keyring: KeyRing, stack: Stack, u
 
 
 async def version_state(
-    session: AsyncSession, keyring: KeyRing, stack: Stack, unit: str, serial: int
+    session: AsyncSession, keyring: KeyRing, stack: StackRecord, unit: str, serial: int
 ) -> bytes:
     version = await session.scalar(
         select(StateVersion)

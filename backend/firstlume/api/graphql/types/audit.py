@@ -10,8 +10,8 @@ from strawberry.scalars import JSON
 
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.pagination import PageInfo
-from firstlume.services.reads import AuditEntry as AuditRecord
 from firstlume.services.reads import audit as audit_reads
+from firstlume.services.reads.audit import AuditRecord
 
 
 @strawberry.type(description="One change made through an API or the CLI.")

@@ -29,12 +29,10 @@ from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
 from firstlume.services.context import Actor
-from firstlume.services.reads import Folder as FolderRecord
-from firstlume.services.reads import Organization as OrganizationRecord
-from firstlume.services.reads import Stack as StackRecord
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import runs as run_reads
+from firstlume.services.reads.catalog import FolderRecord, OrganizationRecord, StackRecord
 from firstlume.services.reads.runs import RunFilter, RunPageKey
 
 MAX_PAGE_SIZE = 100
@@ -293,13 +291,7 @@ class Stack:
         self.trigger = StackTrigger(row.trigger)
         self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
-        self.git_auth = (
-            GitAuth.HTTPS_TOKEN
-            if row.git_https_token_sealed
-            else GitAuth.SSH_KEY
-            if row.git_ssh_key_sealed
-            else None
-        )
+        self.git_auth = GitAuth(row.git_auth) if row.git_auth else None
         self.created_at = row.created_at
 
     @strawberry.field

@@ -14,6 +14,7 @@ from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.runs import Run
 from firstlume.services.reads import drift as drift_reads
 from firstlume.services.reads import notifications as notification_reads
+from firstlume.services.reads.notifications import DeliveryRecord, DestinationRecord
 
 MAX_DELIVERIES = 100
 
@@ -50,8 +51,8 @@ async def overview(loaders: Loaders, org_id: str) -> list[StackDrift]:
         lines = await drift_reads.overview(session, org_id)
     return [
         StackDrift(
-            stack_slug=line.stack.slug,
-            stack_name=line.stack.name,
+            stack_slug=line.stack_slug,
+            stack_name=line.stack_name,
             status=line.status,
             since=line.since,
             last_run=Run(row=line.last_run, loaders=loaders) if line.last_run else None,
@@ -93,49 +94,48 @@ class NotificationDelivery:
     attempts: list[NotificationAttempt]
 
 
-def delivery_of(view: notification_reads.DeliveryView) -> NotificationDelivery:
-    d = view.delivery
+def delivery_of(d: DeliveryRecord) -> NotificationDelivery:
     return NotificationDelivery(
         id=strawberry.ID(d.id),
         event=d.event,
         run_id=strawberry.ID(d.run_id) if d.run_id else None,
         test=d.test,
-        status=view.status,
+        status=d.status,
         created_at=d.created_at,
         delivered_at=d.delivered_at,
         attempts=[
             NotificationAttempt(
                 number=a.number, at=a.at, status_code=a.status_code, duration_ms=a.duration_ms, error=a.error
             )
-            for a in view.attempts
+            for a in d.attempts
         ],
     )
 
 
 @strawberry.type(description="Where run events are sent. The signing secret is write-only.")
 class NotificationDestination:
-    view: Private[notification_reads.DestinationView]
+    view: Private[DestinationRecord]
     loaders: Private[Loaders]
 
     @strawberry.field
     def id(self) -> strawberry.ID:
-        return strawberry.ID(self.view.destination.id)
+        return strawberry.ID(self.view.id)
 
     @strawberry.field
     def name(self) -> str:
-        return self.view.destination.name
+        return self.view.name
 
     @strawberry.field
     def url(self) -> str:
-        return self.view.destination.url
+        return self.view.url
 
     @strawberry.field
     def events(self) -> list[str]:
-        return list(self.view.destination.events)
+        return list(self.view.events)
 
     @strawberry.field(description="json or slack.")
     def format(self) -> str:
-        return self.view.destination.format
+        return self.view.format
 
     @strawberry.field(description="The folder path of a folder's destination.")
     def folder(self) -> str | None:
@@ -151,7 +151,7 @@ class NotificationDestination:
 
     @strawberry.field
     def created_at(self) -> datetime:
-        return self.view.destination.created_at
+        return self.view.created_at
 
     @strawberry.field(
         description=f"Newest first, each with its attempts; `first` is at most {MAX_DELIVERIES}."
@@ -159,8 +159,8 @@ class NotificationDestination:
     async def deliveries(self, first: int = 20) -> list[NotificationDelivery]:
         check_first(first, MAX_DELIVERIES)
         async with self.loaders.reads.session() as session:
-            views = await notification_reads.deliveries(session, self.view.destination.id, limit=first)
-        return [delivery_of(v) for v in views]
+            found = await notification_reads.deliveries(session, self.view.id, limit=first)
+        return [delivery_of(d) for d in found]
 
 
 async def destinations(loaders: Loaders, org_id: str) -> list[NotificationDestination]:

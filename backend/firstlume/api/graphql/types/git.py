@@ -6,7 +6,7 @@ from datetime import datetime
 
 import strawberry
 
-from firstlume.services.reads.git import GitDelivery as GitDeliveryRecord
+from firstlume.services.reads.git import GitDeliveryRecord
 
 
 @strawberry.type(description="A stack a delivery started nothing for, and why.")

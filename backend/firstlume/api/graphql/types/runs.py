@@ -19,11 +19,9 @@ from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import LogSlice, read_log
-from firstlume.services.reads import Run as RunRecord
-from firstlume.services.reads import RunStep
-from firstlume.services.reads import Stack as StackRecord
+from firstlume.services.reads.catalog import StackRecord
 from firstlume.services.reads.changes import ChangeFilter, ChangePageKey, Cursor
-from firstlume.services.reads.runs import duration_ms, started_at, summary_of
+from firstlume.services.reads.runs import RunRecord, StepRecord, duration_ms, started_at, summary_of
 
 if TYPE_CHECKING:
     from firstlume.api.graphql.types.catalog import Stack
@@ -52,7 +50,7 @@ class Step:
     duration_ms: int | None
 
     @classmethod
-    def of(cls, row: RunStep) -> Step:
+    def of(cls, row: StepRecord) -> Step:
         return cls(
             name=row.name,
             status=StepStatus(row.status),
@@ -353,7 +351,7 @@ class Run:
     def queue_position(self) -> int | Awaitable[int | None] | None:
         if self.row.status != RunStatus.QUEUED:
             return None
-        return known_or_awaited(self.loaders.queue_position, self.row)
+        return known_or_awaited(self.loaders.queue_position, self.row.id)
 
     @strawberry.field(description="For a queued run, the run that holds its stack's lock; else null.")
     async def blocked_by(self) -> Run | None:

@@ -11,8 +11,7 @@ from firstlume.api.graphql.enums import VariableKind
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.domain.inheritance import Resolved
 from firstlume.services import inherited
-from firstlume.services.inherited import Scope
-from firstlume.services.reads import Variable as VariableRecord
+from firstlume.services.reads.settings import Scope, VariableRecord, explicit_settings
 
 
 @strawberry.type
@@ -81,7 +80,7 @@ class Settings:
 
     @strawberry.field
     def explicit(self) -> ExplicitSettings:
-        return ExplicitSettings(**inherited.explicit_settings(self.scope))
+        return ExplicitSettings(**explicit_settings(self.scope))
 
     @strawberry.field
     async def effective(self) -> EffectiveSettings:

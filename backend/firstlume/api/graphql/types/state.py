@@ -12,10 +12,9 @@ from strawberry.scalars import JSON
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.domain.state import ROOT_UNIT
-from firstlume.services.reads import Stack as StackRecord
-from firstlume.services.reads import StateHead
 from firstlume.services.reads import state as state_reads
-from firstlume.services.reads.state import VersionRecord
+from firstlume.services.reads.catalog import StackRecord
+from firstlume.services.reads.state import StateHeadRecord, VersionRecord
 from firstlume.services.state.outputs import current_outputs
 
 MAX_VERSIONS_PAGE = 100
@@ -35,7 +34,7 @@ class StateLock:
     locked_at: datetime | None
 
     @classmethod
-    def of(cls, head: StateHead) -> StateLock | None:
+    def of(cls, head: StateHeadRecord) -> StateLock | None:
         if head.lock_id is None:
             return None
         info = head.lock_info or {}
@@ -91,7 +90,7 @@ class StateOutput:
 )
 class StackState:
     stack: Private[StackRecord]
-    head: Private[StateHead | None]
+    head: Private[StateHeadRecord | None]
     loaders: Private[Loaders]
     unit: str
 
