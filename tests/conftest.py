@@ -34,8 +34,11 @@ from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
+from support import in_process
 from support.error_codes import acheck_error_codes
 from support.statements import StatementCounter
+from support.terraform import install_cli_config
+from support.waiting import wait_until
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEST_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, tests only
@@ -59,15 +62,39 @@ async def _pg_admin(*statements: str) -> None:
         await conn.close()
 
 
-# Fixtures that make a test end-to-end: a served control plane (and the browser on it) or the
-# real terraform binary. Such tests get the `e2e` marker, so `pytest -m "not e2e"` is a fast loop.
-E2E_FIXTURES = frozenset({"server", "api", "ui", "terraform_binary"})
+# The end-to-end tests live in tests/e2e/: whatever runs another process (a served control plane,
+# `make run`, executors, the real terraform, the browser, the CLI as a process). The marker
+# follows the folder, so `pytest -m "not e2e"` (`make test-fast`) is the in-process inner loop.
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if E2E_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    in_process.listen()
+    # Every terraform the session starts, directly or through an executor's environment: the
+    # shared plugin cache (an executor still sets its own), no checkpoint calls.
+    os.environ["TF_CLI_CONFIG_FILE"] = str(install_cli_config())
+    os.environ["CHECKPOINT_DISABLE"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def in_process_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test outside tests/e2e/ starts no process (its fixtures included)."""
+    if E2E_DIR in Path(request.node.path).parents:
+        yield
+        return
+    before = len(in_process.started)
+    yield
+    if len(in_process.started) > before:
+        pytest.fail(
+            f"this test started another process ({in_process.started[before]}): "
+            "a test that does belongs in tests/e2e/ (see conftest.py)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +106,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
+    """This process's migrated template (one per xdist worker: no two workers share a template)."""
     name = f"fl_tmpl_{RUN_TAG}"
     try:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"'))
@@ -89,6 +117,97 @@ def pg_template() -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+class PgDatabases:
+    """This process's PostgreSQL test databases: each cloned from the migrated template once,
+    then handed to the next test emptied (every row deleted, every sequence restarted) instead
+    of dropped. DROP DATABASE makes PostgreSQL checkpoint the whole shared cluster (0.1-1.7 s
+    here, most of a PostgreSQL test's time); the DELETEs take a few milliseconds (TRUNCATE makes
+    new files for every table and index: 0.1-0.5 s). A database whose schema or migration
+    version a test changed is dropped after all, so no test sees another's leftovers."""
+
+    # What a reset must leave as the template has it: the relations, functions and triggers of
+    # the public schema, and the migration version.
+    SHAPE = """
+        SELECT coalesce(string_agg(c.relname || ':' || c.relkind::text || ':' || c.relnatts, ',' ORDER BY c.relname), '')
+            || '|' || (SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace)
+            || '|' || (SELECT count(*) FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid
+                       WHERE r.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal)
+            || '|' || (SELECT string_agg(version_num, ',') FROM alembic_version)
+        FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        self.free: list[str] = []
+        self.shape, self.reset = asyncio.run(self._read_template())
+
+    async def _read_template(self) -> tuple[str, str]:
+        conn = await asyncpg.connect(_asyncpg_url(self.template))
+        try:
+            shape = await conn.fetchval(self.SHAPE)
+            tables = [
+                row["relname"]
+                for row in await conn.fetch(
+                    "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+                    "AND relkind IN ('r', 'p') AND relname <> 'alembic_version' ORDER BY relname"
+                )
+            ]
+            sequences = [
+                row["relname"]
+                for row in await conn.fetch(
+                    "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'S'"
+                )
+            ]
+        finally:
+            await conn.close()
+        # As the replication role, foreign keys and triggers do not fire: any order will do.
+        reset = "SET session_replication_role = replica;"
+        reset += "".join(f'DELETE FROM "{t}";' for t in tables)
+        reset += "".join(f'ALTER SEQUENCE "{s}" RESTART;' for s in sequences)
+        return shape, reset
+
+    def take(self) -> str:
+        if self.free:
+            return self.free.pop()
+        name = f"fl_{RUN_TAG}_{uuid.uuid4().hex[:10]}"
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
+        return name
+
+    def give_back(self, name: str) -> None:
+        if asyncio.run(self._emptied(name)):
+            self.free.append(name)
+        else:
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    async def _emptied(self, name: str) -> bool:
+        # A served control plane or an engine the test leaked may still hold connections.
+        await _pg_admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+        conn = await asyncpg.connect(_asyncpg_url(name))
+        try:
+            if await conn.fetchval(self.SHAPE) != self.shape:
+                return False
+            await conn.execute(self.reset)
+            return True
+        except asyncpg.InsufficientPrivilegeError:  # not a superuser: a new database each time
+            return False
+        finally:
+            await conn.close()
+
+    def close(self) -> None:
+        for name in self.free:
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_databases(pg_template: str) -> Iterator[PgDatabases]:
+    databases = PgDatabases(pg_template)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
@@ -96,11 +215,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    template = request.getfixturevalue("pg_template")
-    name = f"fl_{RUN_TAG}_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    databases: PgDatabases = request.getfixturevalue("pg_databases")
+    name = databases.take()
     yield _sqlalchemy_pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    databases.give_back(name)
 
 
 def settings_env(database_url: str, data_dir: Path, **extra: str) -> dict[str, str]:
@@ -248,20 +366,6 @@ def _ready(url: str) -> bool:
         return httpx.get(url + "/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Polls `condition` until it returns a truthy value; fails the test after `timeout` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

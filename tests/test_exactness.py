@@ -8,7 +8,7 @@
 
 (The README's quick start is run against the demo in tests/test_readme_quick_start.py; the error
 code table in tests/test_error_codes.py; the log and failed-resource behaviour with real Terraform
-in tests/test_execution_e2e.py and tests/test_execution_integrity.py.)
+in tests/e2e/test_execution.py and tests/e2e/test_execution_integrity.py.)
 """
 
 from __future__ import annotations

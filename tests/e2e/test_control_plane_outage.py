@@ -14,9 +14,10 @@ from pathlib import Path
 
 import httpx
 
-from conftest import LiveServer, Tenant, free_port, settings_env, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, free_port, settings_env, stop_live_server
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
+from support.waiting import wait_until
 
 pytestmark = requires_terraform
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, StackRepo, backend_tf, make_stack_repo
 from support.terraform import requires_terraform, run_terraform, terraform_env, write_config
+from support.waiting import wait_until
 from support.webhooks import Receiver, webhook_receiver
 
 pytestmark = requires_terraform

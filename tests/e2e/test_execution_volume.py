@@ -27,7 +27,7 @@ resource "terraform_data" "r" {{
 """
 LINE = re.compile(r"^terraform_data\.r\[(\d+)\]: \(local-exec\): r(\d+)-line-(\d+)$")
 
-pytestmark = [requires_terraform, pytest.mark.e2e, pytest.mark.timeout(1800)]
+pytestmark = [requires_terraform, pytest.mark.timeout(1800)]
 
 
 def test_every_state_and_every_line_of_a_large_apply_arrives_once_and_in_order(

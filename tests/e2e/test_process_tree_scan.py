@@ -12,8 +12,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from conftest import wait_until
 from firstlume.launchers.process_tree import kill_session, session_members
+from support.waiting import wait_until
 
 # A session leader that starts one child which exits at once and is never reaped (its parent
 # sleeps instead of waiting), and one that lives until killed.

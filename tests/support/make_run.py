@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, wait_until
+from conftest import free_port
+from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
