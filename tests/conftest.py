@@ -8,8 +8,10 @@ trust auth); each test gets a fresh database cloned from a migrated template.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -68,10 +70,23 @@ async def _pg_admin(*statements: str) -> None:
 E2E_DIR = Path(__file__).resolve().parent / "e2e"
 
 
+# The tests that take longest, started first, so that no worker is still running one when the
+# others have run out of tests (xdist hands out tests in collection order).
+LONGEST_FIRST = ("test_execution_volume.py", "test_malformed_input.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+    # The end-to-end tests next: they mostly wait (on servers, executors, terraform, the browser),
+    # and the in-process tests fill the cores around them.
+    items.sort(
+        key=lambda item: (
+            Path(item.path).name not in LONGEST_FIRST,
+            E2E_DIR not in Path(item.path).parents,
+        )
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -334,22 +349,36 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
-def start_live_server(env: dict[str, str], log_path: Path, timeout: float = 30.0) -> LiveServer:
+def start_live_server(env: dict[str, str], log_path: Path, timeout: float = 60.0) -> LiveServer:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    log_file = log_path.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-        env=env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
+    with log_path.open("wb") as log_file:  # the server writes to its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
     server = LiveServer(url=url, process=process, log_path=log_path, env=env)
-    wait_until(lambda: _ready(url) or process.poll() is not None, timeout, "the control plane to start")
+    try:
+        wait_until(lambda: _ready(url) or process.poll() is not None, timeout, "the control plane to start")
+    except BaseException:  # not started in time: it must not outlive the test
+        stop_live_server(server)
+        raise
     if process.poll() is not None:
         raise RuntimeError("the control plane exited:\n" + server.log())
     return server
+
+
+def die_with_parent() -> None:
+    """In a served control plane's process, before it starts: it is sent SIGTERM (and so stops its
+    executors) when the test process that started it ends, however that ends."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def stop_live_server(server: LiveServer) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -29,17 +29,9 @@ from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
 from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, Subscription, org_runs_channel
 from firstlume.services import accounts, catalog
 from firstlume.services.context import Context
+from support.waiting import until
 
 O = "/api/v1/orgs/acme"
-
-
-async def eventually(condition: Callable[[], Awaitable[Any]], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while not (value := await condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds}s waiting for {what}")
-        await asyncio.sleep(0.05)
-    return value
 
 
 class Broker:
@@ -134,7 +126,7 @@ async def test_a_broker_outage_after_commit_answers_success_and_the_events_arriv
                 rows = list(await session.scalars(select(OutboxEvent).order_by(OutboxEvent.id)))
             return len(rows) == 2 and all(r.published_at is None and r.attempts >= 1 for r in rows)
 
-        await eventually(tried_and_waiting, 30, "the relay's first, failed attempt")
+        await until(tried_and_waiting, 30, "the relay's first, failed attempt")
         assert broker.refused >= 3  # the relay's attempt and the approval's two wake-ups
         assert (await client.get(f"{O}/runs/{waiting}", headers=tenant.headers)).json()[
             "status"
@@ -158,7 +150,7 @@ async def test_a_broker_outage_after_commit_answers_success_and_the_events_arriv
         async with ctx.db.transaction() as session:
             return all(r.published_at is not None for r in await session.scalars(select(OutboxEvent)))
 
-    await eventually(all_published, 30, "the outbox rows marked published")
+    await until(all_published, 30, "the outbox rows marked published")
     async with ctx.db.transaction() as session:
         assert set(await session.scalars(select(ResourceChange.state))) == {ResourceState.PENDING}
 
@@ -220,7 +212,7 @@ async def test_live_events_flow_again_after_postgresql_ends_the_event_connection
                         return True
                 return False
 
-            await eventually(delivered, 30, "an event published after the connections came back")
+            await until(delivered, 30, "an event published after the connections came back")
     finally:
         await listener.disconnect()
         await publisher.disconnect()

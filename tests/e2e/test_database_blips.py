@@ -71,7 +71,7 @@ def test_runs_survive_postgresql_ending_the_servers_connections(
                     run_ids.append(response.json()["id"])
                 i += 1
             ended += asyncio.run(terminate(pg_database))
-            time.sleep(0.7)
+            time.sleep(0.7)  # the pace of the blips: a disruption, not a wait
         assert ended >= 10
         # A start that was refused (the database gone mid-request) is a 503, never a 500.
         assert set(answers) <= {201, 503}, answers

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from support.make_run import make_run, shell
+from support.waiting import wait_until
 from test_readme_quick_start import README, json_pattern, matches, quick_start, string_sequence
 
 
@@ -16,17 +16,16 @@ def poll_sequence(exports: dict[str, str], command: str, expected: list[str], ru
     """Repeats `command` until it prints the last value; every value seen must be one the README
     names, in the README's order."""
     seen: list[str] = []
-    deadline = time.monotonic() + 180
-    while True:
+
+    def printed_the_last() -> bool:
         value = json.loads(shell(exports, command, RUN=run))
         assert value in expected, f"{command} printed {value!r}; the README says {expected} (seen {seen})"
         if not seen or seen[-1] != value:
             assert not seen or expected.index(value) > expected.index(seen[-1]), (seen, value)
             seen.append(value)
-        if value == expected[-1]:
-            return
-        assert time.monotonic() < deadline, f"{command} never printed {expected[-1]!r} (seen {seen})"
-        time.sleep(0.2)
+        return bool(value == expected[-1])
+
+    wait_until(printed_the_last, 180, f"{command} to print {expected[-1]!r}", interval=0.2)
 
 
 def test_the_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path, terraform_binary: str) -> None:
