@@ -189,7 +189,11 @@ class PgDatabases:
         return name
 
     def give_back(self, name: str) -> None:
-        if asyncio.run(self._emptied(name)):
+        try:
+            reusable = asyncio.run(self._emptied(name))
+        except (OSError, asyncpg.PostgresError):  # e.g. a test that dropped or renamed it
+            reusable = False
+        if reusable:
             self.free.append(name)
         else:
             asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

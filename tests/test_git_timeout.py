@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.executor.checkout import CheckoutError, checkout
 from support.git_repos import BY_BRANCH_OR_COMMIT, checkout_of
 
@@ -58,11 +57,3 @@ def test_checkout_gives_up_on_a_server_that_never_answers(
     assert "checkout: cloning http://127.0.0.1" in str(refused.value)
     assert "no answer within 1.5 seconds (FIRSTLUME_GIT_TIMEOUT)" in str(refused.value)
     assert elapsed < 15, elapsed
-
-
-@pytest.fixture
-def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_GIT_TIMEOUT="2")
-    served = start_live_server(env, tmp_path / "server.log")
-    yield served
-    stop_live_server(served)

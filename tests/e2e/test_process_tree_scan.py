@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from firstlume.launchers.process_tree import kill_session, session_members
 from support.waiting import wait_until
@@ -28,7 +29,7 @@ time.sleep(600)
 
 
 def _state(pid: int) -> str:
-    text = open(f"/proc/{pid}/stat").read()
+    text = Path(f"/proc/{pid}/stat").read_text()
     return text[text.rindex(")") + 2 :].split()[0]
 
 

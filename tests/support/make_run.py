@@ -74,6 +74,7 @@ def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str
     finally:  # however it went: `make run` and what it started never outlive the test
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+        process.stdout.close()
 
 
 def _ready(url: str) -> bool:
