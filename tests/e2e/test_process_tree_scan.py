@@ -60,6 +60,8 @@ def session_with_a_zombie() -> Iterator[tuple[subprocess.Popen[str], int, int]]:
             except ProcessLookupError:
                 pass
         leader.wait(timeout=15)
+        if leader.stdout is not None:
+            leader.stdout.close()
 
 
 def test_a_scan_finds_the_whole_session_and_tells_zombies_from_the_living() -> None:
