@@ -1,5 +1,6 @@
 # Two commands: `make run` serves the embedded default with a seeded demo; `make test` runs the
-# whole suite against SQLite and PostgreSQL. Both set up everything they need first.
+# house checks (`make check`) and then the whole suite against SQLite and PostgreSQL, end-to-end
+# tests included. Both set up everything they need first. `make test-fast` is the inner loop.
 
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export FIRSTLUME_DATA_DIR ?= $(CURDIR)/.firstlume
 
-.PHONY: run test install frontend check lint typecheck schema protocol-doc bench clean
+.PHONY: run test test-fast install frontend check lint typecheck imports schema-check chart schema protocol-doc bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +19,22 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # The web UI: npm ci when node_modules is missing or package-lock.json is newer, then a build
-# (operations checked against schema.graphql, tsc, vite) into backend/firstlume/static/.
+# (operations checked against schema.graphql, tsc, vite) into backend/firstlume/static/ when a
+# source of it changed since the last one (so `make run` and the tests serve one build).
+UI_BUILT := backend/firstlume/static/index.html
+UI_GENERATED := frontend/src/graphql/generated.ts frontend/src/graphql/schema.ts
+UI_SOURCES := $(filter-out $(UI_GENERATED),$(shell find frontend/src -type f)) \
+	frontend/index.html frontend/package.json frontend/codegen.ts frontend/tsconfig.json \
+	frontend/vite.config.ts schema.graphql
+
 frontend/node_modules/.installed: frontend/package-lock.json
 	cd frontend && npm ci --no-audit --no-fund
 	touch $@
 
-frontend: frontend/node_modules/.installed
+$(UI_BUILT): frontend/node_modules/.installed $(UI_SOURCES)
 	cd frontend && npm run build
+
+frontend: $(UI_BUILT)
 
 run: install frontend
 	scripts/ensure-sandbox.sh
@@ -33,19 +43,44 @@ run: install frontend
 	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
 	FIRSTLUME_LOG_FORMAT=text $(BIN)/firstlume serve --host $(HOST) --port $(PORT)
 
-test: install frontend
+# pytest-xdist workers for `make test`: the tests mostly wait on servers, executors, terraform
+# and the browser, so on 2 cores more workers than cores measure best (README: Testing).
+WORKERS ?= 4
+
+test: install frontend check
 	scripts/ensure-test-services.sh
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS)
+
+# The inner loop: domain, services and the API in process; nothing under tests/e2e/ (servers,
+# executors, terraform, the browser, other processes).
+test-fast: install
+	scripts/ensure-test-services.sh
+	$(BIN)/pytest -n $(WORKERS) -m "not e2e"
+
+# The house checks, each its own step: lint and format, types, the layers' import contracts,
+# schema.graphql up to date, the web UI built (codegen against schema.graphql, tsc), the Helm
+# chart rendered and linted.
+check: lint typecheck imports schema-check frontend chart
 
 lint: install
-	$(BIN)/ruff check backend tests bench
-	$(BIN)/ruff format --check backend tests bench
-	$(BIN)/lint-imports
+	$(BIN)/ruff check backend tests bench scripts
+	$(BIN)/ruff format --check backend tests bench scripts
 
 typecheck: install
 	$(BIN)/mypy
 
-check: lint typecheck
+imports: install
+	$(BIN)/lint-imports --no-cache
+
+schema-check: install
+	@exported=$$(mktemp) && trap 'rm -f "$$exported"' EXIT && \
+	$(BIN)/firstlume export-schema "$$exported" >/dev/null && \
+	if ! cmp -s "$$exported" schema.graphql; then \
+		echo "schema.graphql is stale: run \`make schema\` and commit the result" >&2; exit 1; \
+	fi
+
+chart: install
+	$(BIN)/python scripts/check_chart.py
 
 schema: install
 	$(BIN)/firstlume export-schema schema.graphql

@@ -5,7 +5,7 @@
 // the UI reads fails `tsc`.
 //
 // FIRSTLUME_SCHEMA and FIRSTLUME_CODEGEN_OUT point it at another schema or output directory
-// (tests/test_ui_schema_check.py checks that a schema missing a field the UI reads fails here).
+// (tests/e2e/test_ui_codegen.py checks that a schema missing a field the UI reads fails here).
 import type { CodegenConfig } from "@graphql-codegen/cli";
 
 const schema = process.env.FIRSTLUME_SCHEMA ?? "../schema.graphql";

@@ -8,8 +8,10 @@ trust auth); each test gets a fresh database cloned from a migrated template.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -34,8 +36,11 @@ from firstlume.services.commands import CreateStack
 from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from firstlume.settings import Settings
+from support import in_process
 from support.error_codes import acheck_error_codes
 from support.statements import StatementCounter
+from support.terraform import install_cli_config
+from support.waiting import wait_until
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEST_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, tests only
@@ -59,15 +64,52 @@ async def _pg_admin(*statements: str) -> None:
         await conn.close()
 
 
-# Fixtures that make a test end-to-end: a served control plane (and the browser on it) or the
-# real terraform binary. Such tests get the `e2e` marker, so `pytest -m "not e2e"` is a fast loop.
-E2E_FIXTURES = frozenset({"server", "api", "ui", "terraform_binary"})
+# The end-to-end tests live in tests/e2e/: whatever runs another process (a served control plane,
+# `make run`, executors, the real terraform, the browser, the CLI as a process). The marker
+# follows the folder, so `pytest -m "not e2e"` (`make test-fast`) is the in-process inner loop.
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+# The tests that take longest, started first, so that no worker is still running one when the
+# others have run out of tests (xdist hands out tests in collection order).
+LONGEST_FIRST = ("test_execution_volume.py", "test_malformed_input.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if E2E_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+    # The end-to-end tests next: they mostly wait (on servers, executors, terraform, the browser),
+    # and the in-process tests fill the cores around them.
+    items.sort(
+        key=lambda item: (
+            Path(item.path).name not in LONGEST_FIRST,
+            E2E_DIR not in Path(item.path).parents,
+        )
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    in_process.listen()
+    # Every terraform the session starts, directly or through an executor's environment: the
+    # shared plugin cache (an executor still sets its own), no checkpoint calls.
+    os.environ["TF_CLI_CONFIG_FILE"] = str(install_cli_config())
+    os.environ["CHECKPOINT_DISABLE"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def in_process_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test outside tests/e2e/ starts no process (its fixtures included)."""
+    if E2E_DIR in Path(request.node.path).parents:
+        yield
+        return
+    before = len(in_process.started)
+    yield
+    if len(in_process.started) > before:
+        pytest.fail(
+            f"this test started another process ({in_process.started[before]}): "
+            "a test that does belongs in tests/e2e/ (see conftest.py)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +121,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
+    """This process's migrated template (one per xdist worker: no two workers share a template)."""
     name = f"fl_tmpl_{RUN_TAG}"
     try:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"'))
@@ -89,6 +132,101 @@ def pg_template() -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+class PgDatabases:
+    """This process's PostgreSQL test databases: each cloned from the migrated template once,
+    then handed to the next test emptied (every row deleted, every sequence restarted) instead
+    of dropped. DROP DATABASE makes PostgreSQL checkpoint the whole shared cluster (0.1-1.7 s
+    here, most of a PostgreSQL test's time); the DELETEs take a few milliseconds (TRUNCATE makes
+    new files for every table and index: 0.1-0.5 s). A database whose schema or migration
+    version a test changed is dropped after all, so no test sees another's leftovers."""
+
+    # What a reset must leave as the template has it: the relations, functions and triggers of
+    # the public schema, and the migration version.
+    SHAPE = """
+        SELECT coalesce(string_agg(c.relname || ':' || c.relkind::text || ':' || c.relnatts, ',' ORDER BY c.relname), '')
+            || '|' || (SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace)
+            || '|' || (SELECT count(*) FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid
+                       WHERE r.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal)
+            || '|' || (SELECT string_agg(version_num, ',') FROM alembic_version)
+        FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        self.free: list[str] = []
+        self.shape, self.reset = asyncio.run(self._read_template())
+
+    async def _read_template(self) -> tuple[str, str]:
+        conn = await asyncpg.connect(_asyncpg_url(self.template))
+        try:
+            shape = await conn.fetchval(self.SHAPE)
+            tables = [
+                row["relname"]
+                for row in await conn.fetch(
+                    "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+                    "AND relkind IN ('r', 'p') AND relname <> 'alembic_version' ORDER BY relname"
+                )
+            ]
+            sequences = [
+                row["relname"]
+                for row in await conn.fetch(
+                    "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'S'"
+                )
+            ]
+        finally:
+            await conn.close()
+        # As the replication role, foreign keys and triggers do not fire: any order will do.
+        reset = "SET session_replication_role = replica;"
+        reset += "".join(f'DELETE FROM "{t}";' for t in tables)
+        reset += "".join(f'ALTER SEQUENCE "{s}" RESTART;' for s in sequences)
+        return shape, reset
+
+    def take(self) -> str:
+        if self.free:
+            return self.free.pop()
+        name = f"fl_{RUN_TAG}_{uuid.uuid4().hex[:10]}"
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
+        return name
+
+    def give_back(self, name: str) -> None:
+        try:
+            reusable = asyncio.run(self._emptied(name))
+        except (OSError, asyncpg.PostgresError):  # e.g. a test that dropped or renamed it
+            reusable = False
+        if reusable:
+            self.free.append(name)
+        else:
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    async def _emptied(self, name: str) -> bool:
+        # A served control plane or an engine the test leaked may still hold connections.
+        await _pg_admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+        conn = await asyncpg.connect(_asyncpg_url(name))
+        try:
+            if await conn.fetchval(self.SHAPE) != self.shape:
+                return False
+            await conn.execute(self.reset)
+            return True
+        except asyncpg.InsufficientPrivilegeError:  # not a superuser: a new database each time
+            return False
+        finally:
+            await conn.close()
+
+    def close(self) -> None:
+        for name in self.free:
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_databases(pg_template: str) -> Iterator[PgDatabases]:
+    databases = PgDatabases(pg_template)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
@@ -96,11 +234,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    template = request.getfixturevalue("pg_template")
-    name = f"fl_{RUN_TAG}_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    databases: PgDatabases = request.getfixturevalue("pg_databases")
+    name = databases.take()
     yield _sqlalchemy_pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    databases.give_back(name)
 
 
 def settings_env(database_url: str, data_dir: Path, **extra: str) -> dict[str, str]:
@@ -216,22 +353,36 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
-def start_live_server(env: dict[str, str], log_path: Path, timeout: float = 30.0) -> LiveServer:
+def start_live_server(env: dict[str, str], log_path: Path, timeout: float = 60.0) -> LiveServer:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    log_file = log_path.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-        env=env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
+    with log_path.open("wb") as log_file:  # the server writes to its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
     server = LiveServer(url=url, process=process, log_path=log_path, env=env)
-    wait_until(lambda: _ready(url) or process.poll() is not None, timeout, "the control plane to start")
+    try:
+        wait_until(lambda: _ready(url) or process.poll() is not None, timeout, "the control plane to start")
+    except BaseException:  # not started in time: it must not outlive the test
+        stop_live_server(server)
+        raise
     if process.poll() is not None:
         raise RuntimeError("the control plane exited:\n" + server.log())
     return server
+
+
+def die_with_parent() -> None:
+    """In a served control plane's process, before it starts: it is sent SIGTERM (and so stops its
+    executors) when the test process that started it ends, however that ends."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def stop_live_server(server: LiveServer) -> None:
@@ -248,20 +399,6 @@ def _ready(url: str) -> bool:
         return httpx.get(url + "/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Polls `condition` until it returns a truthy value; fails the test after `timeout` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

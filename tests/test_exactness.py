@@ -6,9 +6,9 @@
 - Every GET route honours the query parameters it documents and refuses any other with 422
   naming it; the table below must list every GET route the app serves.
 
-(The README's quick start is run against the demo in tests/test_readme_quick_start.py; the error
+(The README's quick start is run against the demo in tests/e2e/test_readme_quick_start_served.py; the error
 code table in tests/test_error_codes.py; the log and failed-resource behaviour with real Terraform
-in tests/test_execution_e2e.py and tests/test_execution_integrity.py.)
+in tests/e2e/test_execution.py and tests/e2e/test_execution_integrity.py.)
 """
 
 from __future__ import annotations

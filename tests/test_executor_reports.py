@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,16 +25,9 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.runs import start
 from support.snapshot import snapshot
+from support.waiting import until
 
 E = "/api/v1/executor"
-
-
-async def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -179,7 +171,7 @@ async def test_reports_made_while_a_request_is_out_go_together_in_order() -> Non
     reports = OrderedReports(sink)
 
     reports.send(entry("checkout", "running"))
-    await wait_for(lambda: len(sink.requests) == 1, 5, "the first report to go out at once")
+    await until(lambda: len(sink.requests) == 1, 5, "the first report to go out at once")
     reports.send(CommitEntry.model_validate(COMMIT))
     reports.send(entry("checkout", "done"))
     reports.send(entry("init", "running"))
@@ -246,7 +238,7 @@ async def test_the_first_heartbeat_waits_one_interval() -> None:
         for _ in range(20):
             await asyncio.sleep(0)  # the heartbeat task runs as far as it would go at once
         assert sink.beats == 0
-        await wait_for(lambda: sink.beats >= 1, 5, "the first heartbeat")
+        await until(lambda: sink.beats >= 1, 5, "the first heartbeat")
         assert loop.time() - started >= 0.2
     finally:
         await beat.stop()

@@ -20,6 +20,7 @@ from firstlume.services.context import Context
 from firstlume.services.git.polling import cache_of, claim_poll, poll_once
 from support.git_http import GitHttpServer
 from support.git_repos import commit_files, make_bare, make_repo, push
+from support.waiting import until
 
 TOKEN = "ghp_poll_token_9f2c"
 MAIN_TF = 'resource "terraform_data" "a" {}\n'
@@ -170,11 +171,8 @@ async def test_the_poll_loop_starts_the_run_within_one_interval(
     try:
         head = commit_files(work, {"infra/main.tf": MAIN_TF + "# v2\n"}, "Change infra")
         push(work, url, token=TOKEN)
-        for _ in range(100):  # the interval is 0.5 s: 10 s is twenty of them
-            runs = await runs_of(client, tenant, "net")
-            if runs:
-                break
-            await asyncio.sleep(0.1)
+        # The interval is 0.5 s: 10 s is twenty of them.
+        runs = await until(lambda: runs_of(client, tenant, "net"), 10, "the poll to start a run")
     finally:
         await poller.stop()
     assert [r["trigger"]["commit"] for r in runs] == [head]

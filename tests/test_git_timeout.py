@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.executor.checkout import CheckoutError, checkout
-from support.e2e import Api
 from support.git_repos import BY_BRANCH_OR_COMMIT, checkout_of
 
 
@@ -59,27 +57,3 @@ def test_checkout_gives_up_on_a_server_that_never_answers(
     assert "checkout: cloning http://127.0.0.1" in str(refused.value)
     assert "no answer within 1.5 seconds (FIRSTLUME_GIT_TIMEOUT)" in str(refused.value)
     assert elapsed < 15, elapsed
-
-
-@pytest.fixture
-def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
-    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_GIT_TIMEOUT="2")
-    served = start_live_server(env, tmp_path / "server.log")
-    yield served
-    stop_live_server(served)
-
-
-def test_a_run_against_a_silent_git_server_fails_naming_the_checkout(api: Api, silent_git: str) -> None:
-    response = api.post("/stacks", {"slug": "hung", "repository": silent_git})
-    assert response.status_code == 201, response.text
-    started = time.monotonic()
-    run_id = api.start("hung", "plan")
-    run = api.wait(run_id, "failed", timeout=60)
-    assert time.monotonic() - started < 45
-    assert "checkout: cloning http://127.0.0.1" in run["error"], run["error"]
-    assert "FIRSTLUME_GIT_TIMEOUT" in run["error"]
-    steps = {s["name"]: s["status"] for s in run["steps"]}
-    assert steps.get("checkout") == "failed", run["steps"]
-    # The stack is free again: the next run is claimed (and fails the same way).
-    again = api.start("hung", "plan")
-    assert api.wait(again, "failed", timeout=60)["error"] == run["error"]

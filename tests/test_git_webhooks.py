@@ -502,7 +502,7 @@ async def test_bad_input_gets_a_clear_answer_and_no_partial_rows(hooks: Hooks, c
 async def test_the_webhook_secret_is_write_only_and_sealed(
     hooks: Hooks, ctx: Context, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from test_execution_integrity import database_bytes
+    from support.secrets import database_bytes
 
     caplog.set_level(logging.DEBUG)
     await hooks.setup()

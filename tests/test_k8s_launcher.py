@@ -14,6 +14,7 @@ from firstlume.launchers.kubernetes import KubernetesLauncher, KubernetesLaunchE
 from firstlume.launchers.kubernetes_failures import failure_reason
 from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
+from support.waiting import until
 
 NAMESPACE = "firstlume-runs"
 TOKEN = "flx_secret_phase_token"
@@ -66,14 +67,6 @@ class Deaths:
         return await asyncio.wait_for(self.queue.get(), timeout=TIMEOUT)
 
 
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -101,7 +94,7 @@ async def launcher(kube: FakeKube, clock: FakeClock) -> AsyncIterator[Kubernetes
 async def deaths(launcher: KubernetesLauncher, kube: FakeKube) -> Deaths:
     deaths = Deaths()
     await launcher.start(deaths)
-    await eventually(lambda: kube.watch_requests("jobs") > 0, "the Job watch")
+    await until(lambda: kube.watch_requests("jobs") > 0, TIMEOUT, "the Job watch")
     return deaths
 
 
@@ -246,10 +239,12 @@ async def test_each_failure_is_reported_once_even_when_listed_again(
     await deaths.next()
     lists_before = len([c for c in kube.calls_to("list_jobs") if not c["watch"]])
     kube.expire_watches()  # the watch gets 410 Gone and lists everything again
-    await eventually(
-        lambda: len([c for c in kube.calls_to("list_jobs") if not c["watch"]]) > lists_before, "the new list"
+    await until(
+        lambda: len([c for c in kube.calls_to("list_jobs") if not c["watch"]]) > lists_before,
+        TIMEOUT,
+        "the new list",
     )
-    await eventually(lambda: kube.watch_requests("jobs") >= 2, "the watch after the list")
+    await until(lambda: kube.watch_requests("jobs") >= 2, TIMEOUT, "the watch after the list")
     assert deaths.queue.empty()
 
 
@@ -305,9 +300,9 @@ async def test_a_failing_death_callback_is_retried_on_the_next_event(
     launch = phase()
     await launcher.launch(launch)
     kube.oom_kill(job_name(launch))
-    await eventually(lambda: len(calls) == 1, "the first report")
+    await until(lambda: len(calls) == 1, TIMEOUT, "the first report")
     kube.expire_watches()  # the list after 410 Gone sees the failed Job again
-    await eventually(lambda: len(calls) == 2, "the second report")
+    await until(lambda: len(calls) == 2, TIMEOUT, "the second report")
 
 
 async def test_close_stops_the_watch_promptly(launcher: KubernetesLauncher, deaths: Deaths) -> None:

@@ -20,7 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from starlette.routing import Route
 
-from conftest import LiveServer, make_stack, make_tenant
+from conftest import make_stack, make_tenant
 from firstlume.app import create_app
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
@@ -191,33 +191,6 @@ def test_graphql_get_refuses_deep_variables(settings: Settings, runner: asyncio.
             )
 
     runner.run(check())
-
-
-async def test_a_deep_websocket_message_closes_the_socket_with_a_close_frame(
-    server: LiveServer, tenant: Any
-) -> None:
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
-
-    from support.graphql_ws import PROTOCOL
-
-    url = server.url.replace("http://", "ws://") + "/graphql"
-    for message in (DEEP, DEEP_OBJECT, "42", '"ping"', "[]", '{"type": "ping", "n": ' + "7" * 5000 + "}"):
-        async with connect(url, subprotocols=[PROTOCOL]) as ws:
-            await ws.send(
-                json.dumps(
-                    {"type": "connection_init", "payload": {"authorization": f"Bearer {tenant.token}"}}
-                )
-            )
-            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "connection_ack"
-            await ws.send(message)
-            with pytest.raises(ConnectionClosed) as closed:
-                await asyncio.wait_for(ws.recv(), 10)
-            # A close frame from the server, with the protocol's code for an invalid message.
-            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400, message[:40]
-    # The server is still answering.
-    async with httpx.AsyncClient() as http:
-        assert (await http.get(server.url + "/healthz")).status_code == 200
 
 
 # --- fuzz -------------------------------------------------------------------------------------

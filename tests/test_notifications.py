@@ -4,9 +4,8 @@ and recorded attempt by attempt; refusals of bad input name the field."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from conftest import Tenant, settings_env
@@ -27,6 +26,7 @@ from firstlume.services.notifications import destinations
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.sender import RETENTION, NotificationSender
 from firstlume.settings import Settings
+from support.waiting import until
 from support.webhooks import Receiver, webhook_receiver
 
 SECRET = "whsec-7c1f0a-notification-signing"
@@ -51,17 +51,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 def receiver() -> Any:
     with webhook_receiver() as found:
         yield found
-
-
-async def eventually(condition: Callable[[], Any], within: float, what: str) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = condition()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class Rest:
@@ -89,13 +78,23 @@ class Rest:
         return str(run["id"])
 
 
+async def all_sent(ctx: Context) -> bool:
+    async with ctx.db.read() as session:
+        unsent = await session.scalar(
+            select(func.count())
+            .select_from(NotificationDelivery)
+            .where(NotificationDelivery.delivered_at.is_(None), NotificationDelivery.given_up_at.is_(None))
+        )
+    return unsent == 0
+
+
 @pytest.fixture
 async def rest(client: httpx.AsyncClient, tenant: Tenant) -> Rest:
     return Rest(client, tenant)
 
 
 async def test_a_failing_receiver_gets_the_same_delivery_until_it_answers_2xx(
-    rest: Rest, receiver: Receiver
+    rest: Rest, receiver: Receiver, app: Starlette
 ) -> None:
     await rest.stack("network")
     receiver.answers = [500, 500]
@@ -106,7 +105,7 @@ async def test_a_failing_receiver_gets_the_same_delivery_until_it_answers_2xx(
         201,
     )
     run_id = await rest.canceled_run("network")
-    await eventually(lambda: len(receiver.received) >= 3, 20, "three attempts")
+    await until(lambda: len(receiver.received) >= 3, 20, "three attempts")
     first, _, third = receiver.received
     delivery_id = first.headers["x-firstlume-delivery"]
     assert [r.headers["x-firstlume-delivery"] for r in receiver.received] == [delivery_id] * 3
@@ -118,20 +117,19 @@ async def test_a_failing_receiver_gets_the_same_delivery_until_it_answers_2xx(
     async def history() -> Any:
         return (await rest.ok("GET", f"/notifications/{destination['id']}/deliveries"))["deliveries"]
 
-    deliveries = await history()
-    for _ in range(100):
-        if deliveries[0]["status"] == "delivered":
-            break
-        await asyncio.sleep(0.05)
+    async def delivered() -> Any:
         deliveries = await history()
-    [delivery] = deliveries
+        return deliveries[0]["status"] == "delivered" and deliveries
+
+    [delivery] = await until(delivered, 5, "the delivery recorded as delivered")
     assert delivery["id"] == delivery_id and delivery["status"] == "delivered"
     assert [a["status_code"] for a in delivery["attempts"]] == [500, 500, 200]
     assert [a["number"] for a in delivery["attempts"]] == [1, 2, 3]
     assert delivery["attempts"][0]["error"] == "answered 500" and delivery["attempts"][2]["error"] is None
     assert all(isinstance(a["duration_ms"], int) for a in delivery["attempts"])
-    await asyncio.sleep(0.5)
-    assert len(receiver.received) == 3  # delivered: never sent again
+    # Delivered: the sender's next pass finds nothing due, so it is never sent again.
+    assert await app.state.ctx.notifier.send_due() == 0
+    assert len(receiver.received) == 3
 
 
 async def test_destinations_hear_only_their_scope_and_their_events(
@@ -171,8 +169,10 @@ async def test_destinations_hear_only_their_scope_and_their_events(
     )
     for stack in ("network", "dns", "web"):
         await rest.canceled_run(stack)
-    await eventually(lambda: len(receiver.received) >= 5, 20, "five deliveries")
-    await asyncio.sleep(0.3)
+    await until(lambda: len(receiver.received) >= 5, 20, "five deliveries")
+    # Every delivery was written with its status change, in the same transaction: once none is
+    # left to send, the receiver has heard all there is.
+    await until(lambda: all_sent(ctx), 20, "every delivery to be sent")
     by_path: dict[str, list[str]] = {}
     for r in receiver.received:
         body = r.json

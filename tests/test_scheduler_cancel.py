@@ -7,9 +7,8 @@ deletes the run's Jobs and token Secrets (the Kubernetes API is the in-memory st
 from __future__ import annotations
 
 import ast
-import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from firstlume.settings import KubernetesSettings
 from support.fake_kube import FakeClock, FakeKube
 from support.launchers import QuietLauncher
 from support.runs import CREATE_ONE, report, start, status_of
+from support.waiting import until
 
 API = Path(__file__).resolve().parents[1] / "backend" / "firstlume" / "api"
 TIMEOUT = 10.0
@@ -56,14 +56,6 @@ async def launcher(kube: FakeKube, clock: FakeClock) -> AsyncIterator[Kubernetes
     )
     yield launcher
     await launcher.close()
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def token_of(kube: FakeKube, launch_job: str) -> str:
@@ -99,10 +91,12 @@ async def test_the_scheduler_hears_of_a_cancellation_and_deletes_the_runs_jobs(
         run_id = await start(ctx, tenant.token, tenant.org, "network", "apply")
         other = await start(ctx, tenant.token, tenant.org, "other", "plan")
         plan_job = manifests.job_name(run_id, "plan", 1)
-        await eventually(lambda: {j.metadata.name for j in kube.jobs()} >= {plan_job}, "the plan's Job")
-        await eventually(lambda: len(kube.jobs()) == 2, "the other run's Job")
+        await until(lambda: {j.metadata.name for j in kube.jobs()} >= {plan_job}, TIMEOUT, "the plan's Job")
+        await until(lambda: len(kube.jobs()) == 2, TIMEOUT, "the other run's Job")
         await planned_then_canceled(ctx, tenant, kube, run_id)
-        await eventually(lambda: plan_job not in {j.metadata.name for j in kube.jobs()}, "the Job deleted")
+        await until(
+            lambda: plan_job not in {j.metadata.name for j in kube.jobs()}, TIMEOUT, "the Job deleted"
+        )
     finally:
         await scheduler.stop()
     assert [s.metadata.name for s in kube.secrets()] == [f"{manifests.job_name(other, 'plan', 1)}-token"]

@@ -24,6 +24,7 @@ from firstlume.services.context import Context
 from firstlume.services.outbox import OutboxRelay
 from support.launchers import QuietLauncher
 from support.runs import CREATE_ONE, report, start, status_of
+from support.waiting import until
 
 
 class InlineExecutorLauncher(QuietLauncher):
@@ -82,6 +83,14 @@ async def _stop(schedulers: list[Scheduler]) -> None:
         await scheduler.ctx.db.dispose()
 
 
+async def _woken_and_all_finished(ctx: Context, schedulers: list[Scheduler], count: int) -> bool:
+    if await _all_finished(ctx, count):
+        return True
+    for scheduler in schedulers:
+        scheduler.wake()
+    return False
+
+
 async def _all_finished(ctx: Context, expected: int) -> bool:
     async with ctx.db.transaction() as session:
         statuses = list(await session.scalars(select(Run.status)))
@@ -106,11 +115,9 @@ async def test_two_schedulers_launch_every_phase_once_and_keep_one_lock_per_stac
     try:
         for scheduler in schedulers:
             await scheduler.start()
-        async with asyncio.timeout(120):
-            while not await _all_finished(ctx, len(run_ids)):
-                for scheduler in schedulers:
-                    scheduler.wake()
-                await asyncio.sleep(0.05)
+        await until(
+            lambda: _woken_and_all_finished(ctx, schedulers, len(run_ids)), 120, "every run to finish"
+        )
     finally:
         await _stop(schedulers)
 
@@ -189,11 +196,7 @@ async def test_a_second_scheduler_takes_the_work_a_busy_one_has_not_claimed(
     try:
         for scheduler in schedulers:
             await scheduler.start()
-        async with asyncio.timeout(60):
-            while not await _all_finished(ctx, len(run_ids)):
-                for scheduler in schedulers:
-                    scheduler.wake()
-                await asyncio.sleep(0.05)
+        await until(lambda: _woken_and_all_finished(ctx, schedulers, len(run_ids)), 60, "every run to finish")
     finally:
         await _stop(schedulers)
     by_scheduler = Counter(name for *_, name in launches)

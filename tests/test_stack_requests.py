@@ -19,6 +19,7 @@ from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 from support.statements import StatementCounter
+from support.waiting import until
 
 
 async def _token(ctx: Context, org: str, email: str, role: Role) -> dict[str, str]:
@@ -157,13 +158,12 @@ async def _until_a_statement_waits_for_a_lock(ctx: Context) -> None:
     waiting = text(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
     )
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
+
+    async def a_statement_waits() -> bool:
         async with ctx.db.read() as session:
-            if await session.scalar(waiting):
-                return
-        assert asyncio.get_running_loop().time() < deadline, "the second start never waited for the lock"
-        await asyncio.sleep(0.02)
+            return bool(await session.scalar(waiting))
+
+    await until(a_statement_waits, 30, "the second start to wait for the lock", interval=0.02)
 
 
 async def test_starting_a_run_again_compiles_no_statement_anew(

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from firstlume.domain.state import moved_units, plan_state_serial, state_moved_message
+from firstlume.domain.state import moved_units, state_moved_message
 from firstlume.executor.managed_state import (
     OVERRIDE_FILE,
     declares_backend,
     override_text,
     terragrunt_declares_backend,
 )
-from support.terraform import requires_terraform, run_terraform, terraform_env, write_config
 
 
 @pytest.mark.parametrize(
@@ -62,22 +61,6 @@ def test_terragrunt_units_with_remote_state_keep_it(tmp_path: Path) -> None:
     assert terragrunt_declares_backend(tmp_path)
     (tmp_path / "terragrunt.hcl").write_text('terraform {\n  source = "../modules/vpc"\n}\n')
     assert not terragrunt_declares_backend(tmp_path)
-
-
-@requires_terraform
-def test_the_serial_a_saved_plan_planned_against_is_read_from_the_plan(tmp_path: Path) -> None:
-    env = terraform_env(tmp_path)
-    code = write_config(tmp_path / "code", 'resource "terraform_data" "a" { input = "one" }')
-    run_terraform(["init", "-no-color"], code, env)
-    run_terraform(["plan", "-no-color", "-out=first.tfplan"], code, env)
-    assert plan_state_serial((code / "first.tfplan").read_bytes()) == 0
-    run_terraform(["apply", "-auto-approve", "-no-color"], code, env)
-    run_terraform(["apply", "-auto-approve", "-no-color", "-replace=terraform_data.a"], code, env)
-    serial = json.loads((code / "terraform.tfstate").read_text())["serial"]
-    write_config(code, 'resource "terraform_data" "a" { input = "two" }')
-    run_terraform(["plan", "-no-color", "-out=second.tfplan"], code, env)
-    assert serial > 1 and plan_state_serial((code / "second.tfplan").read_bytes()) == serial
-    assert plan_state_serial(b"not a zip") is None
 
 
 def test_the_moved_state_error_names_each_unit_that_moved() -> None:

@@ -4,7 +4,6 @@ a real Git repository, and a small REST client that waits for run states with ti
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx
 
 from support.error_codes import check_error_codes
 from support.git_repos import commit_files, make_repo
+from support.waiting import wait_until
 
 
 def backend_tf(state_path: Path) -> str:
@@ -118,8 +118,8 @@ class Api:
     def wait(self, run_id: str, *statuses: str, timeout: float = 90) -> dict[str, Any]:
         """Waits until the run reaches one of `statuses`; fails at once if it finishes elsewhere."""
         finished = {"no_changes", "planned", "applied", "discarded", "drifted", "failed", "canceled"}
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def reached() -> dict[str, Any] | None:
             run = self.run(run_id)
             if run["status"] in statuses:
                 return run
@@ -127,9 +127,9 @@ class Api:
                 raise AssertionError(
                     f"run ended {run['status']}, expected {statuses}: error={run['error']!r}"
                 )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run still {run['status']} after {timeout}s, expected {statuses}")
-            time.sleep(0.1)
+            return None
+
+        return wait_until(reached, timeout, f"run {run_id} to reach {statuses}", interval=0.1)
 
     def history(self, run_id: str) -> list[str]:
         return [s["name"] for s in self.run(run_id)["steps"]]

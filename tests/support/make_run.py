@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, wait_until
+from conftest import free_port
+from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,24 +56,25 @@ def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str
         start_new_session=True,
     )
     assert process.stdout is not None
-    exports: dict[str, str] = {}
-    lines: list[str] = []
-    for line in process.stdout:
-        lines.append(line)
-        match = re.match(r"^export (\w+)=(.*)$", line.strip())
-        if match:
-            exports[match.group(1)] = match.group(2)
-        if "ST" in exports:
-            break
-    assert {"FIRSTLUME_TOKEN", "H", "O", "ST"} <= set(exports), "".join(lines)
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _ready(url) or process.poll() is not None, 60, "make run to serve")
-    assert process.poll() is None, "".join(lines) + process.stdout.read()
     try:
+        exports: dict[str, str] = {}
+        lines: list[str] = []
+        for line in process.stdout:
+            lines.append(line)
+            match = re.match(r"^export (\w+)=(.*)$", line.strip())
+            if match:
+                exports[match.group(1)] = match.group(2)
+            if "ST" in exports:
+                break
+        assert {"FIRSTLUME_TOKEN", "H", "O", "ST"} <= set(exports), "".join(lines)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _ready(url) or process.poll() is not None, 60, "make run to serve")
+        assert process.poll() is None, "".join(lines) + process.stdout.read()
         yield exports, process
-    finally:
+    finally:  # however it went: `make run` and what it started never outlive the test
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+        process.stdout.close()
 
 
 def _ready(url: str) -> bool:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
+import io
+import threading
 from pathlib import Path
+
+import asyncpg
 
 
 def database_bytes(database_url: str) -> bytes:
@@ -13,8 +17,27 @@ def database_bytes(database_url: str) -> bytes:
         # Recent writes may still sit in the write-ahead log: read it too.
         wal = path.with_name(path.name + "-wal")
         return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-    name = database_url.rsplit("/", 1)[1]
-    dump = subprocess.run(
-        ["pg_dump", "-h", "127.0.0.1", "-U", "postgres", "--data-only", name], capture_output=True, check=True
+    # What `pg_dump --data-only` writes (every table's rows, copied out), read in process.
+    found: list[bytes] = []
+    reader = threading.Thread(  # its own event loop: callers may be inside one
+        target=lambda: found.append(
+            asyncio.run(_copied_out("postgresql://" + database_url.split("://", 1)[1]))
+        )
     )
-    return dump.stdout
+    reader.start()
+    reader.join()
+    return found[0]
+
+
+async def _copied_out(url: str) -> bytes:
+    conn = await asyncpg.connect(url)
+    try:
+        tables = await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+        )
+        out = io.BytesIO()
+        for table in tables:
+            await conn.copy_from_table(table["tablename"], output=out)
+        return out.getvalue()
+    finally:
+        await conn.close()

@@ -31,11 +31,34 @@ PLAN_FILE = "plan.tfplan"
 _INPUT_COMMANDS = frozenset({"init", "plan", "apply", "destroy", "refresh", "import"})
 
 
+# One provider plugin cache for every terraform the tests run, across tests, xdist workers and
+# sessions (Terraform's cache is meant for one user's sequential runs; the tests' stacks use only
+# the built-in provider, so nothing is downloaded into it concurrently today).
+PLUGIN_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "firstlume-tests" / "terraform-plugins"
+)
+CLI_CONFIG = f'plugin_cache_dir = "{PLUGIN_CACHE}"\ndisable_checkpoint = true\n'
+
+
+def install_cli_config() -> Path:
+    """The CLI configuration the whole test session runs terraform with (conftest points
+    TF_CLI_CONFIG_FILE at it: the machine's points at a missing file): the shared plugin cache,
+    and no call to HashiCorp's checkpoint service."""
+    PLUGIN_CACHE.mkdir(parents=True, exist_ok=True)
+    config = PLUGIN_CACHE.parent / "terraform.rc"
+    if not config.exists() or config.read_text() != CLI_CONFIG:
+        written = config.with_suffix(f".{os.getpid()}")
+        written.write_text(CLI_CONFIG)
+        written.replace(config)  # atomic: the xdist workers start at once
+    return config
+
+
 def terraform_env(tmp_path: Path, cli_config: str = "", **extra: str) -> dict[str, str]:
     """The environment for terraform: the process's own, minus every TF_* variable, plus a CLI
-    config file of our own (the machine's TF_CLI_CONFIG_FILE points at a missing file)."""
+    config file of the test's own (the session's, plus `cli_config`)."""
     config = Path(tmp_path) / "terraform.rc"
-    config.write_text("disable_checkpoint = true\n" + cli_config)
+    PLUGIN_CACHE.mkdir(parents=True, exist_ok=True)
+    config.write_text(CLI_CONFIG + cli_config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
     env.update(
         TF_CLI_CONFIG_FILE=str(config),

@@ -6,6 +6,7 @@ executor's silence), the executor keeps retrying through the outage, and the app
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from conftest import LiveServer, Tenant, free_port, settings_env, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
+from support.waiting import wait_until
 
 pytestmark = requires_terraform
 
@@ -36,12 +38,14 @@ def serve(env: dict[str, str], port: int, log_path: Path) -> LiveServer:
     """The control plane on a given port: a restarted one must be where its executors call."""
     url = f"http://127.0.0.1:{port}"
     full = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-        env=full,
-        stdout=log_path.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
+    with log_path.open("ab") as log_file:  # the server writes to its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+            env=full,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
 
     def ready() -> bool:
         try:
@@ -49,9 +53,21 @@ def serve(env: dict[str, str], port: int, log_path: Path) -> LiveServer:
         except httpx.HTTPError:
             return process.poll() is not None
 
-    wait_until(ready, 30, "the control plane to start")
+    server = LiveServer(url=url, process=process, log_path=log_path, env=full)
+    try:
+        wait_until(ready, 60, "the control plane to start")
+    except BaseException:  # not started in time: it must not outlive the test
+        stop_live_server(server)
+        raise
     assert process.poll() is None, log_path.read_text()
-    return LiveServer(url=url, process=process, log_path=log_path, env=full)
+    return server
+
+
+def scheduler_claims(url: str) -> int:
+    """How many claims the served scheduler has made, from its /metrics."""
+    text = httpx.get(url + "/metrics", timeout=5).text
+    found = re.search(r"^firstlume_scheduler_claim_latency_seconds_count (\S+)$", text, re.MULTILINE)
+    return int(float(found.group(1))) if found else 0
 
 
 def test_an_outage_longer_than_the_heartbeat_timeout_does_not_fail_a_running_apply(
@@ -78,8 +94,9 @@ def test_an_outage_longer_than_the_heartbeat_timeout_does_not_fail_a_running_app
         time.sleep(OUTAGE)  # the outage itself: nothing to wait for but time
         server = serve(env, port, log_path)
         assert time.monotonic() - down_at > TIMEOUT
-        # Past a whole heartbeat timeout after the restart, the apply is still running…
-        time.sleep(0.5)
+        # Past the restarted scheduler's first health passes, the apply is still running… (each
+        # pass claims plans and applies, then checks heartbeats: five claims span two passes).
+        wait_until(lambda: scheduler_claims(server.url) >= 5, 30, "two passes of the restarted scheduler")
         assert api.run(run_id)["status"] in ("applying", "applied"), api.run(run_id)
         run = api.wait(run_id, "applied", timeout=90)
         assert run["error"] is None

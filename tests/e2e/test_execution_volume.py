@@ -27,7 +27,9 @@ resource "terraform_data" "r" {{
 """
 LINE = re.compile(r"^terraform_data\.r\[(\d+)\]: \(local-exec\): r(\d+)-line-(\d+)$")
 
-pytestmark = [requires_terraform, pytest.mark.e2e, pytest.mark.timeout(1800)]
+# Longer than the suite's 120 s: 2,000 resources and 50,000 log lines through a served control
+# plane take about a minute alone, and several while the rest of the suite runs beside it on 2 cores.
+pytestmark = [requires_terraform, pytest.mark.timeout(600)]
 
 
 def test_every_state_and_every_line_of_a_large_apply_arrives_once_and_in_order(
@@ -38,7 +40,7 @@ def test_every_state_and_every_line_of_a_large_apply_arrives_once_and_in_order(
     api.settings("", {"require_approval": False})
     run_id = api.start("many", "apply")
 
-    run = api.wait(run_id, "applied", timeout=1500)
+    run = api.wait(run_id, "applied", timeout=540)
 
     assert run["summary_text"] == f"{RESOURCES} create"
     changes = api.by_address(run_id)

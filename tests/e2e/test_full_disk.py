@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
+from support.waiting import wait_until
 
 
 @pytest.fixture

@@ -6,16 +6,16 @@ between the commit and the send loses no notification."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, StackRepo, backend_tf, make_stack_repo
 from support.terraform import requires_terraform, run_terraform, terraform_env, write_config
+from support.waiting import wait_until
 from support.webhooks import Receiver, webhook_receiver
 
 pytestmark = requires_terraform
@@ -66,7 +66,7 @@ def add_destination(api: Api, url: str, events: list[str], **extra: Any) -> dict
 def test_a_real_run_notifies_awaiting_approval_then_applied_signed(
     api: Api, repo: StackRepo, receiver: Receiver
 ) -> None:
-    add_destination(api, receiver.url, ["run.awaiting_approval", "run.applied"], secret=SECRET)
+    destination = add_destination(api, receiver.url, ["run.awaiting_approval", "run.applied"], secret=SECRET)
     api.create_stack("app", repo)
     run_id = api.start("app", "apply")
     api.wait(run_id, "awaiting_approval")
@@ -74,7 +74,14 @@ def test_a_real_run_notifies_awaiting_approval_then_applied_signed(
     api.approve(run_id)
     api.wait(run_id, "applied")
     wait_until(lambda: len(receiver.received) >= 2, 20, "run.applied")
-    time.sleep(0.3)
+
+    # The deliveries are written with the status changes: once every one is delivered, the
+    # receiver has heard all there is.
+    def all_delivered() -> bool:
+        deliveries = api.http.get(f"{api.o}/notifications/{destination['id']}/deliveries").json()
+        return all(d["status"] == "delivered" for d in deliveries["deliveries"])
+
+    wait_until(all_delivered, 20, "every delivery to be delivered")
     assert receiver.events() == ["run.awaiting_approval", "run.applied"]
     waiting, applied = receiver.received
     for received, status in ((waiting, "awaiting_approval"), (applied, "applied")):

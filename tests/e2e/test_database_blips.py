@@ -26,7 +26,7 @@ RUNS = 4
 
 
 @pytest.fixture
-def tenant_token(pg_database: str, tmp_path: Path) -> Iterator[str]:  # noqa: F811
+def tenant_token(pg_database: str, tmp_path: Path) -> Iterator[str]:
     from conftest import make_tenant
     from firstlume.db.engine import Database
 
@@ -45,7 +45,7 @@ def tenant_token(pg_database: str, tmp_path: Path) -> Iterator[str]:  # noqa: F8
 
 @requires_terraform
 def test_runs_survive_postgresql_ending_the_servers_connections(
-    pg_database: str,  # noqa: F811
+    pg_database: str,
     tenant_token: str,
     tmp_path: Path,
 ) -> None:
@@ -71,7 +71,7 @@ def test_runs_survive_postgresql_ending_the_servers_connections(
                     run_ids.append(response.json()["id"])
                 i += 1
             ended += asyncio.run(terminate(pg_database))
-            time.sleep(0.7)
+            time.sleep(0.7)  # the pace of the blips: a disruption, not a wait
         assert ended >= 10
         # A start that was refused (the database gone mid-request) is a 503, never a 500.
         assert set(answers) <= {201, 503}, answers

@@ -4,9 +4,8 @@ spare while executors run still starts one, so the next launch finds one."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from firstlume.launchers import local
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch
 from firstlume.launchers.local import Isolation, LocalLauncher
 from support.answering import refusing_control_plane
+from support.waiting import until
 
 
 class Refusing:
@@ -30,14 +30,6 @@ def refusing() -> Iterator[Refusing]:
     answer = threading.Event()
     with refusing_control_plane(hold=answer) as url:
         yield Refusing(url, answer)
-
-
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 60
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def _phase(run_id: str, url: str) -> PhaseLaunch:
@@ -65,7 +57,12 @@ async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusi
     try:
         spares = lambda: len(launcher._spares)  # noqa: E731
         starting = lambda: launcher._spare_starting is not None and not launcher._spare_starting.done()  # noqa: E731
-        await _until(lambda: spares() == local.SPARES_IDLE and not starting(), "the spares to be started")
+        await until(
+            lambda: spares() == local.SPARES_IDLE and not starting(),
+            60,
+            "the spares to be started",
+            interval=0.02,
+        )
 
         # A run's two phases take a spare each, and no spare is started while they run.
         for run_id in ("plan", "apply"):
@@ -78,7 +75,12 @@ async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusi
 
         # Once no executor runs, the spares fill up again.
         refusing.answer.set()
-        await _until(lambda: len(deaths) == 3, "the three executors to end")
-        await _until(lambda: spares() == local.SPARES_IDLE and not starting(), "the spares to fill up")
+        await until(lambda: len(deaths) == 3, 60, "the three executors to end", interval=0.02)
+        await until(
+            lambda: spares() == local.SPARES_IDLE and not starting(),
+            60,
+            "the spares to fill up",
+            interval=0.02,
+        )
     finally:
         await launcher.close()

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 from playwright.sync_api import expect
+from test_drift_notifications import MAIN, out_of_band_state_rm
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, StackRepo, make_stack_repo
+from support.waiting import wait_until
 from support.webhooks import Receiver, webhook_receiver
-from test_drift_notifications_e2e import MAIN, out_of_band_state_rm
 
 if TYPE_CHECKING:
     from support.browser import UI

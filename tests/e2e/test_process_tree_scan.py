@@ -11,9 +11,10 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from conftest import wait_until
 from firstlume.launchers.process_tree import kill_session, session_members
+from support.waiting import wait_until
 
 # A session leader that starts one child which exits at once and is never reaped (its parent
 # sleeps instead of waiting), and one that lives until killed.
@@ -28,7 +29,7 @@ time.sleep(600)
 
 
 def _state(pid: int) -> str:
-    text = open(f"/proc/{pid}/stat").read()
+    text = Path(f"/proc/{pid}/stat").read_text()
     return text[text.rindex(")") + 2 :].split()[0]
 
 
@@ -59,6 +60,8 @@ def session_with_a_zombie() -> Iterator[tuple[subprocess.Popen[str], int, int]]:
             except ProcessLookupError:
                 pass
         leader.wait(timeout=15)
+        if leader.stdout is not None:
+            leader.stdout.close()
 
 
 def test_a_scan_finds_the_whole_session_and_tells_zombies_from_the_living() -> None:

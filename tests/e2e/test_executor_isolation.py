@@ -17,18 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
-    TEST_KEY,
-    LiveServer,
-    Tenant,
-    settings_env,
-    start_live_server,
-    stop_live_server,
-    wait_until,
-)
+from conftest import TEST_KEY, LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.launchers import sandbox
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
+from support.waiting import wait_until
 
 pytestmark = requires_terraform
 

@@ -9,10 +9,11 @@ import json
 import httpx
 from websockets.asyncio.client import connect
 
-from conftest import LiveServer, Tenant, make_stack, wait_until
+from conftest import LiveServer, Tenant, make_stack
 from firstlume.services.context import Context
 from support.graphql_ws import PROTOCOL, ws_url
 from support.runs import start
+from support.waiting import wait_until
 
 SUBSCRIPTIONS = [
     ("subscription($org: String!, $id: ID!) { runUpdated(org: $org, runId: $id) { id } }", True),

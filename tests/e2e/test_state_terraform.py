@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,11 @@ def init(workdir: Path, env: dict[str, str], address: str, token: str) -> None:
 
 
 @pytest.fixture
-def state(server: LiveServer, tenant: Tenant) -> StateApi:
+def state(server: LiveServer, tenant: Tenant) -> Iterator[StateApi]:
     create_stack(server, tenant, "net")
-    return StateApi(server, tenant, "net")
+    api = StateApi(server, tenant, "net")
+    yield api
+    api.http.close()
 
 
 def test_terraform_applies_plans_lists_pulls_and_destroys_against_firstlume(

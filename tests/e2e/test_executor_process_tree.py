@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server, wait_until
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from firstlume.launchers import sandbox
 from firstlume.launchers.process_tree import session_members
 from support.e2e import Api, make_stack_repo
 from support.processes import executor_pids
 from support.terraform import requires_terraform
+from support.waiting import wait_until
 
 pytestmark = requires_terraform
 

@@ -11,16 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import (
-    LiveServer,
-    Tenant,
-    settings_env,
-    start_live_server,
-    stop_live_server,
-    wait_until,
-)
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from support.git_http import GitHttpServer
 from support.git_repos import commit_files, make_bare, make_repo, push
+from support.waiting import wait_until
 
 TOKEN = "ghp_served_token_0c4e"
 MAIN_TF = 'resource "terraform_data" "a" {}\n'
@@ -39,7 +33,6 @@ def replicas(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[list
             stop_live_server(server)
 
 
-@pytest.mark.e2e
 def test_two_served_replicas_polling_start_one_run_within_a_few_intervals(
     replicas: list[LiveServer], tenant: Tenant, tmp_path: Path
 ) -> None:
@@ -85,7 +78,6 @@ GIT_DELIVERIES = """subscription($org: String!) {
 }"""
 
 
-@pytest.mark.e2e
 async def test_the_delivery_log_is_live_over_a_graphql_subscription(
     server: LiveServer, tenant: Tenant
 ) -> None:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import expect
 
-from conftest import LiveServer, Tenant, wait_until
+from conftest import LiveServer, Tenant
 from support.e2e import Api
 from support.git_http import GitHttpServer
 from support.git_repos import commit_files, make_bare, make_repo, push
+from support.waiting import wait_until
 
 if TYPE_CHECKING:
     from support.browser import UI
