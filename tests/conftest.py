@@ -247,6 +247,10 @@ def settings_env(database_url: str, data_dir: Path, **extra: str) -> dict[str, s
         "FIRSTLUME_ENCRYPTION_KEYS": TEST_KEY,
         "FIRSTLUME_SCHEDULER_INTERVAL": "0.2",
         "FIRSTLUME_EXECUTOR_HEARTBEAT_INTERVAL": "1",
+        # One spare, not three: a test's runs take one at a time, and each spare is a Python
+        # process started (about 0.4 s of CPU) by each of the suite's served control planes.
+        # tests/e2e/test_local_spares.py holds the default's behaviour.
+        "FIRSTLUME_EXECUTOR_SPARES": "1",
     }
     env.update(extra)
     return env

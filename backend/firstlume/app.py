@@ -85,7 +85,9 @@ def build_launcher(settings: Settings) -> Launcher:
         sandbox=settings.executor_sandbox,
         passed_env=settings.executor_env,
     )
-    return LocalLauncher(settings.data_dir / "executors", isolation=isolation)
+    return LocalLauncher(
+        settings.data_dir / "executors", isolation=isolation, spares=settings.executor_spares
+    )
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

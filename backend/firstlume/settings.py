@@ -469,6 +469,15 @@ class Settings(_EnvSettings):
         description="local executors: where their work dirs are made (never inside the data dir)",
         json_schema_extra=doc(default_text="`firstlume-executors-<uid>` in the system's temporary directory"),
     )
+    executor_spares: int = Field(
+        default=3,
+        ge=0,
+        le=16,
+        description=(
+            "local executors: how many are started ahead of launches while none runs (one while "
+            "some run); each is a waiting Python process, `0` starts every executor at its launch"
+        ),
+    )
     executor_env: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description=(

@@ -84,3 +84,35 @@ async def test_spares_fill_up_only_while_no_executor_runs(tmp_path: Path, refusi
         )
     finally:
         await launcher.close()
+
+
+async def test_no_spares_when_the_setting_says_zero(tmp_path: Path, refusing: Refusing) -> None:
+    """FIRSTLUME_EXECUTOR_SPARES=0: nothing waits ahead; each launch starts its executor."""
+    deaths: list[ExecutorDied] = []
+
+    async def died(death: ExecutorDied) -> None:
+        deaths.append(death)
+
+    launcher = LocalLauncher(
+        tmp_path / "logs", isolation=Isolation(work_root=tmp_path / "work", sandbox="off"), spares=0
+    )
+    await launcher.start(died)
+    try:
+        await launcher.launch(_phase("plan", refusing.url))
+        assert len(launcher._spares) == 0 and launcher._spare_starting is None
+        refusing.answer.set()
+        await until(lambda: len(deaths) == 1, 60, "the executor to end", interval=0.02)
+        assert len(launcher._spares) == 0 and launcher._spare_starting is None
+    finally:
+        await launcher.close()
+
+
+def test_the_setting_reaches_the_launcher(tmp_path: Path) -> None:
+    from firstlume.app import build_launcher
+    from firstlume.settings import Settings
+
+    settings = Settings.from_env(
+        {"FIRSTLUME_DATA_DIR": str(tmp_path / "data"), "FIRSTLUME_EXECUTOR_SPARES": "2"}
+    )
+    launcher = build_launcher(settings)
+    assert isinstance(launcher, LocalLauncher) and launcher.spares_idle == 2

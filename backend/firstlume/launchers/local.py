@@ -12,7 +12,7 @@ Terraform code runs arbitrary programs, so an executor gets nothing of the contr
 
 Starting Python and importing an executor takes longer than most of what a small phase does,
 so spare executors are started ahead (`firstlume executor --spare`): a launch hands the oldest
-the phase's variables on stdin. Spares are made while no executor runs, up to three: a run's plan
+the phase's variables on stdin. Spares are made while no executor runs, up to three by default (FIRSTLUME_EXECUTOR_SPARES): a run's plan
 and its apply take one each and a third is there for the next run. Starting one costs about
 0.4 s of CPU, which on two cores slowed the phase it overlapped by about as much (P1, median
 POST to `applied`: 1.77 s with a spare started at each launch, 1.32 s without). While executors
@@ -53,8 +53,8 @@ PASSED_ENV = frozenset(
 )
 PASSED_PREFIXES = ("LC_",)
 WORK_DIR_VAR = "FIRSTLUME_WORK_DIR"
-# Executors started ahead of launches while none runs, and while some run (the module docstring
-# says why).
+# Executors started ahead of launches while none runs (FIRSTLUME_EXECUTOR_SPARES), and at most
+# this many while some run (the module docstring says why).
 SPARES_IDLE = 3
 SPARES_BUSY = 1
 
@@ -116,9 +116,14 @@ class Isolation:
 
 class LocalLauncher:
     def __init__(
-        self, log_dir: Path, extra_env: dict[str, str] | None = None, isolation: Isolation | None = None
+        self,
+        log_dir: Path,
+        extra_env: dict[str, str] | None = None,
+        isolation: Isolation | None = None,
+        spares: int = SPARES_IDLE,
     ) -> None:
         self.log_dir = log_dir
+        self.spares_idle = spares
         self.extra_env = extra_env or {}
         self.isolation = isolation or Isolation(
             work_root=Path(tempfile.gettempdir()) / f"firstlume-executors-{os.getuid()}"
@@ -205,7 +210,7 @@ class LocalLauncher:
         return _Executor(process, work)
 
     def _spares_wanted(self) -> int:
-        return SPARES_BUSY if self._processes else SPARES_IDLE
+        return min(SPARES_BUSY, self.spares_idle) if self._processes else self.spares_idle
 
     def _start_spare(self) -> None:
         if self._closing or len(self._spares) >= self._spares_wanted():
