@@ -52,10 +52,11 @@ test: install frontend check
 	$(BIN)/pytest -n $(WORKERS)
 
 # The inner loop: domain, services and the API in process; nothing under tests/e2e/ (servers,
-# executors, terraform, the browser, other processes).
+# executors, terraform, the browser, other processes). Property tests and fuzzers draw a tenth of
+# their examples (tests/support/examples.py); `make test` draws them all.
 test-fast: install
 	scripts/ensure-test-services.sh
-	$(BIN)/pytest -n $(WORKERS) -m "not e2e"
+	FIRSTLUME_TEST_EXAMPLES=quick $(BIN)/pytest -n $(WORKERS) -m "not e2e"
 
 # The house checks, each its own step: lint and format, types, the layers' import contracts,
 # schema.graphql up to date, the web UI built (codegen against schema.graphql, tsc), the Helm

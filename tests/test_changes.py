@@ -26,6 +26,7 @@ from firstlume.domain.changes import (
     group_changes,
     summarize,
 )
+from support.examples import examples
 
 
 def _by_address(changes: list[Change]) -> dict[str, Change]:
@@ -445,7 +446,7 @@ _SECRET_VALUES = st.recursive(
 )
 
 
-@hypothesis_settings(max_examples=500, deadline=None)
+@hypothesis_settings(max_examples=examples(500), deadline=None)
 @given(before=_SECRET_VALUES, after=_SECRET_VALUES)
 def test_a_masked_value_is_told_changed_exactly_when_its_digest_changes(before: Any, after: Any) -> None:
     # The digest is the reference: 1 and 1.0, or true and 1, are different values to Terraform.
@@ -493,7 +494,7 @@ def _resource(address: str, attributes: dict[str, tuple[Any, ...]]) -> dict[str,
     )
 
 
-@hypothesis_settings(max_examples=300, deadline=None)
+@hypothesis_settings(max_examples=examples(300), deadline=None)
 @given(attributes=_ATTRIBUTES)
 def test_a_resources_attributes_show_as_each_would_alone(attributes: dict[str, tuple[Any, ...]]) -> None:
     # Known secrets (exact, numeric, inside a longer string) and "(sensitive)" text among clean

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from firstlume.domain import json_input, json_output, json_stored
 from firstlume.domain.json_input import MAX_JSON_DEPTH, JsonRefused, text_depth_exceeds
+from support.examples import examples
 
 # Strings full of what the text reading must see past: brackets, quotes and backslashes.
 TRICKY_TEXT = st.text(alphabet='[]{}"\\/ab\n\u00e9\u20ac', max_size=8)
@@ -44,7 +45,7 @@ def walked_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-@hypothesis_settings(max_examples=400, deadline=None)
+@hypothesis_settings(max_examples=examples(400), deadline=None)
 @given(value=JSON_VALUES, limit=st.integers(min_value=0, max_value=6), ascii_only=st.booleans())
 def test_the_depth_read_from_the_text_is_the_depth_of_the_value(
     value: Any, limit: int, ascii_only: bool
@@ -127,7 +128,7 @@ def test_stored_json_reads_as_json_reads_it(text: str) -> None:
 
 
 @given(STORED_VALUES)
-@hypothesis_settings(max_examples=300, deadline=None)
+@hypothesis_settings(max_examples=examples(300), deadline=None)
 def test_any_stored_json_reads_as_json_reads_it(value: Any) -> None:
     _same(json.dumps(value))
 
@@ -158,7 +159,7 @@ def test_request_json_reads_as_json_reads_it(text: str) -> None:
 
 
 @given(STORED_VALUES)
-@hypothesis_settings(max_examples=300, deadline=None)
+@hypothesis_settings(max_examples=examples(300), deadline=None)
 def test_any_request_json_reads_as_json_reads_it(value: Any) -> None:
     text = json.dumps(value)
     try:

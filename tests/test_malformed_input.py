@@ -28,6 +28,7 @@ from firstlume.pubsub import PubSub
 from firstlume.services import dispatch
 from firstlume.services.context import Context
 from firstlume.settings import Settings
+from support.examples import examples as scaled
 from support.runs import start
 
 DEEP = "[" * 1000 + "]" * 1000
@@ -252,7 +253,7 @@ graphql_bodies = (
 
 
 def fuzz_settings(examples: int) -> hypothesis_settings:
-    return hypothesis_settings(max_examples=examples, **FUZZ)
+    return hypothesis_settings(max_examples=scaled(examples), **FUZZ)
 
 
 FUZZ: dict[str, Any] = dict(
@@ -296,7 +297,7 @@ def test_fuzz_rest_and_executor_routes_never_answer_5xx(settings: Settings, runn
         fuzz()
     finally:
         runner.run(opened[0].aclose())
-    assert sum(seen.values()) >= 1500 and not [s for s in seen if s >= 500], seen
+    assert sum(seen.values()) >= scaled(1500) and not [s for s in seen if s >= 500], seen
 
 
 def test_fuzz_graphql_never_answers_5xx(settings: Settings, runner: asyncio.Runner) -> None:
@@ -321,7 +322,7 @@ def test_fuzz_graphql_never_answers_5xx(settings: Settings, runner: asyncio.Runn
         fuzz()
     finally:
         runner.run(opened[0].aclose())
-    assert sum(seen.values()) >= 1000 and not [s for s in seen if s >= 500], seen
+    assert sum(seen.values()) >= scaled(1000) and not [s for s in seen if s >= 500], seen
 
 
 async def _open(settings: Settings) -> tuple[AsyncExitStack, World]:
