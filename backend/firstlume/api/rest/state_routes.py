@@ -185,7 +185,8 @@ async def unlock_state(request: Request) -> Response:
     info = parse_lock_info(raw)
     try:
         async with state_change(request) as (unit, caller, unit_path):
-            await locks.unlock_state(unit.session, caller, unit_path, info["ID"])
+            if await locks.unlock_state(unit.session, caller, unit_path, info["ID"]):
+                locks.wake_waiting_runs(unit)
     except LockHeldByOther as error:
         return _lock_refusal(409, error)
     return JSONResponse({"unlocked": info["ID"]})
@@ -200,6 +201,8 @@ async def force_unlock(request: Request) -> Response:
 async def _force_unlock(request: Request) -> Response:
     async with state_change(request) as (unit, caller, unit_path):
         released = await locks.force_unlock(unit.session, caller, unit_path)
+        if released is not None:
+            locks.wake_waiting_runs(unit)
     return JSONResponse({"released": released})
 
 

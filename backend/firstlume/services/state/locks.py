@@ -11,9 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import Run, StateHead
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
+from firstlume.domain.claims import BOTH
 from firstlume.domain.errors import Conflict
 from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, RunStatus
 from firstlume.services import audit
+from firstlume.services.context import Unit
 from firstlume.services.reads.state import StateHeadRecord
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
@@ -136,10 +138,20 @@ async def lock_state(
     return lock_json(head)
 
 
-async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lock_id: str) -> None:
+async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lock_id: str) -> bool:
+    """UNLOCK; True when it released a lock a person held (runs may be waiting for it)."""
     head = await head_for_update(session, caller.stack, unit)
     await release_if_stale(session, head)
+    by_person = head.lock_id is not None and head.lock_phase is None
     release_lock(head, lock_id)
+    return by_person
+
+
+def wake_waiting_runs(unit_of_work: Unit) -> None:
+    """A person's state lock was released: the runs waiting for it (runs.WAITS_FOR_STATE_LOCK)
+    start at this process's next pass, now, rather than at its interval."""
+    unit_of_work.wakes_scheduler = True
+    unit_of_work.scheduler_claims |= BOTH
 
 
 async def force_unlock(session: AsyncSession, caller: StateCaller, unit: str) -> dict[str, Any] | None:
