@@ -177,7 +177,7 @@ def summary_of(run: RunRecord) -> Summary:
     )
 
 
-async def waiting_reasons(session: AsyncSession, runs: Sequence[RunRecord]) -> dict[str, str]:
+async def _waiting_reasons(session: AsyncSession, runs: Sequence[RunRecord]) -> dict[str, str]:
     """For each run that waits for a person's state lock (runs.WAITS_FOR_STATE_LOCK), why."""
     waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK]
     if not waiting:
@@ -452,7 +452,7 @@ async def details(
     queued = [r.id for r in runs if r.status == QUEUED]
     if known_positions is None and queued:
         positions = dict(zip(queued, await queue_positions(session, queued), strict=True))
-    reasons = await waiting_reasons(session, runs)
+    reasons = await _waiting_reasons(session, runs)
     return [
         RunDetails(
             run=run,
@@ -510,5 +510,5 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
         approved_by=approved_by,
         steps=steps,
         queue_position=int(position) if position is not None else None,
-        waiting_for=(await waiting_reasons(session, [run])).get(run.id),
+        waiting_for=(await _waiting_reasons(session, [run])).get(run.id),
     )
