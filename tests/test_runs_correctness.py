@@ -5,9 +5,11 @@ test_runs_correctness_terraform.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select, update
 
@@ -241,3 +243,58 @@ async def test_a_drift_run_with_no_apply_to_compare_with_fails_before_terraform(
     async with ctx.db.transaction() as session:
         error = await session.scalar(select(Run.error).where(Run.id == drift_id))
     assert error is not None and error.startswith("Stack 'net' has no successful apply yet")
+
+
+# -- the APIs ------------------------------------------------------------------------------------
+
+RUN_QUERY = """query($id: ID!) { organization(slug: "acme") { run(id: $id) {
+  status waitingFor driftBaseRunId summary { outputs text }
+  changes { summary { outputs text } outputs { name unit action before after sensitive } }
+} } }"""
+
+
+async def test_graphql_and_rest_show_output_changes_and_why_a_run_waits(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant, stack: str
+) -> None:
+    applied = await start(ctx, tenant.token, tenant.org, stack, "apply")
+    assert await plan_run(ctx, OUTPUTS_ONLY) == {applied: RunStatus.AWAITING_APPROVAL}
+    await _lock(ctx)
+    waiting = await start(ctx, tenant.token, tenant.org, stack, "plan")
+
+    async def graphql(run_id: str) -> dict[str, Any]:
+        response = await client.post(
+            "/graphql", json={"query": RUN_QUERY, "variables": {"id": run_id}}, headers=tenant.headers
+        )
+        body = response.json()
+        assert not body.get("errors"), body["errors"]
+        return body["data"]["organization"]["run"]  # type: ignore[no-any-return]
+
+    run = await graphql(applied)
+    assert run["summary"] == {"outputs": 4, "text": "4 output changes"}
+    assert run["waitingFor"] is None and run["driftBaseRunId"] is None
+    assert run["changes"]["outputs"][2] == {
+        "name": "password",
+        "unit": ".",
+        "action": "CREATE",
+        "before": None,
+        "after": "(sensitive)",
+        "sensitive": True,
+    }
+    reason = (await graphql(waiting))["waitingFor"]
+    # The date too unless the lock was taken today.
+    assert reason.startswith("waiting for the state lock held by ada@example.com since ")
+    assert reason.endswith("10:42 UTC")
+
+    o = f"/api/v1/orgs/{tenant.org}"
+    changes = (await client.get(f"{o}/runs/{applied}/changes", headers=tenant.headers)).json()
+    assert changes["summary_text"] == "4 output changes"
+    assert [(c["name"], c["after"]) for c in changes["outputs"]] == [
+        ("gone", None),
+        ("later", "(known after apply)"),
+        ("password", "(sensitive)"),
+        ("size", "large"),
+    ]
+    assert "hunter2-secret" not in json.dumps(changes)
+    rest = (await client.get(f"{o}/runs/{waiting}", headers=tenant.headers)).json()
+    assert rest["status"] == "queued" and rest["waiting_for"].startswith("waiting for the state lock held by")
+    assert (await client.get(f"{o}/runs/{applied}", headers=tenant.headers)).json()["output_changes"] == 4

@@ -321,7 +321,8 @@ class PhaseRunner:
             )
             answer = await self.client.upload_plan(upload)
             summary = answer.summary.model_dump() if answer.summary else {}
-            counts = ", ".join(f"{count} {name}" for name, count in summary.items() if count)
+            names = {"outputs": "output changes"}
+            counts = ", ".join(f"{count} {names.get(name, name)}" for name, count in summary.items() if count)
             recorded = answer.has_changes
             changes = "changes" if (has_changes if recorded is None else recorded) else "no changes"
             self._log(f"Plan recorded: {changes}" + (f" ({counts})" if counts else ""))

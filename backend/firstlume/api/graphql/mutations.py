@@ -410,7 +410,7 @@ class Mutation(AccessMutation):
                 unit_path = normalize_unit(unit)
                 caller = StateCaller(org=org_row, stack=stack_row, actor=actor)
                 if await locks.force_unlock(work_unit.session, caller, unit_path) is not None:
-                    locks.wake_waiting_runs(work_unit)
+                    await locks.person_lock_changed(work_unit, stack_row.id)
             return await state_of(fresh(info), stack_row, unit_path)
 
         return await typed(INPUT_ERRORS, work)

@@ -169,6 +169,8 @@ async def lock_state(request: Request) -> Response:
     try:
         async with state_change(request) as (unit, caller, unit_path):
             lock = await locks.lock_state(unit.session, caller, unit_path, info)
+            if caller.actor is not None:
+                await locks.person_lock_changed(unit, caller.stack.id)
     except StateLocked as error:
         return _lock_refusal(423, error)
     return JSONResponse({**info, "lock": lock})
@@ -186,7 +188,7 @@ async def unlock_state(request: Request) -> Response:
     try:
         async with state_change(request) as (unit, caller, unit_path):
             if await locks.unlock_state(unit.session, caller, unit_path, info["ID"]):
-                locks.wake_waiting_runs(unit)
+                await locks.person_lock_changed(unit, caller.stack.id)
     except LockHeldByOther as error:
         return _lock_refusal(409, error)
     return JSONResponse({"unlocked": info["ID"]})
@@ -202,7 +204,7 @@ async def _force_unlock(request: Request) -> Response:
     async with state_change(request) as (unit, caller, unit_path):
         released = await locks.force_unlock(unit.session, caller, unit_path)
         if released is not None:
-            locks.wake_waiting_runs(unit)
+            await locks.person_lock_changed(unit, caller.stack.id)
     return JSONResponse({"released": released})
 
 
