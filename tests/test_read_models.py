@@ -116,7 +116,10 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
     await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///repo", "git_https_token": "t0k"})
     assert (await client.put(f"{o}/variables/region", json={"value": "eu"}, headers=h)).status_code == 200
     applied = await start(ctx, tenant.token, tenant.org, "net", "apply")
-    assert await plan_run(ctx, CREATE_ONE) == {applied: "awaiting_approval"}
+    output = {"actions": ["create"], "before": None, "after": "x", "after_unknown": False}
+    assert await plan_run(ctx, {**CREATE_ONE, "output_changes": {"url": output}}) == {
+        applied: "awaiting_approval"
+    }
     queued = await start(ctx, tenant.token, tenant.org, "net", "plan")
     drifted = await start(ctx, tenant.token, tenant.org, "web", "drift")
     state = f"{o}/stacks/net/state"
@@ -201,6 +204,8 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
         await call(change_reads.changes_at, session, applied, None)
         await call(change_reads.counts, session, [applied], ChangeFilter())
         await call(change_reads.facets, session, [applied])
+        await call(change_reads.output_changes, session, [applied])
+        await call(state_reads.person_locks, session, [net.id])
         await call(change_reads.pages, session, [ChangePageKey(applied, 10, None, ChangeFilter())])
         [heads] = await call(state_reads.heads_of_stacks, session, [net.id])
         await call(state_reads.head_of, session, net.id, ".")

@@ -244,6 +244,12 @@ class Run(Base):
     summary_replace: Mapped[int] = mapped_column(Integer, default=0)
     summary_update: Mapped[int] = mapped_column(Integer, default=0)
     summary_create: Mapped[int] = mapped_column(Integer, default=0)
+    # Root module outputs the plan changes (rows in output_changes): a plan of outputs only is
+    # still applied, to save them in the state.
+    summary_outputs: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # A drift run's baseline: the stack's last successful apply, whose commit (and variables) it
+    # planned. Null for other runs, and for a drift run before its plan starts.
+    drift_base_run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     has_plan: Mapped[bool] = mapped_column(Boolean, default=False)
     # The apply's failed resources, apart from `error`, which is for failures of the run itself.
     failed_resource_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
@@ -337,6 +343,23 @@ class ResourceChange(Base):
     state: Mapped[ResourceState | None] = mapped_column(EnumText(ResourceState, 20), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     stages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+
+class OutputChange(Base):
+    """A root module output whose value a plan changes, its values masked as shown (never a
+    sensitive value): computed once from the plan, like resource_changes."""
+
+    __tablename__ = "output_changes"
+    __table_args__ = (UniqueConstraint("run_id", "unit", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    unit: Mapped[str] = mapped_column(String(1000), default=".")
+    name: Mapped[str] = mapped_column(String(1000))
+    action: Mapped[str] = mapped_column(String(20))
+    before: Mapped[Any] = mapped_column(JSON, nullable=True)
+    after: Mapped[Any] = mapped_column(JSON, nullable=True)
+    sensitive: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class PhaseToken(Base):

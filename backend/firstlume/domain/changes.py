@@ -95,30 +95,48 @@ class Change:
 
 
 @dataclass(frozen=True)
+class OutputChange:
+    """A root module output whose value the plan changes: Terraform applies such a plan ("Changes
+    to Outputs") to save the new values in the state, even when no resource changes."""
+
+    name: str
+    unit: str
+    action: str
+    before: Any
+    after: Any
+    sensitive: bool
+
+
+@dataclass(frozen=True)
 class Summary:
     delete: int
     replace: int
     update: int
     create: int
+    # Outputs the plan changes: counted apart from the resources (the documented `summary` keeps
+    # its four keys), but they are changes all the same: a plan of outputs only is applied.
+    outputs: int = 0
 
     @property
     def text(self) -> str:
         parts = [f"{count} {action}" for action, count in self.as_dict().items() if count]
+        if self.outputs:
+            parts.append(f"{self.outputs} output change" + ("s" if self.outputs > 1 else ""))
         return " · ".join(parts) if parts else "no changes"
 
     @property
     def has_changes(self) -> bool:
-        return any(self.as_dict().values())
+        return any(self.as_dict().values()) or self.outputs > 0
 
     def as_dict(self) -> dict[str, int]:
         return {"delete": self.delete, "replace": self.replace, "update": self.update, "create": self.create}
 
 
-def summarize(changes: Iterable[Change]) -> Summary:
+def summarize(changes: Iterable[Change], outputs: int = 0) -> Summary:
     counts = dict.fromkeys(("delete", "replace", "update", "create"), 0)
     for change in changes:
         counts[change.action] += 1
-    return Summary(**counts)
+    return Summary(**counts, outputs=outputs)
 
 
 def group_changes(changes: Iterable[Change]) -> list[tuple[str, str, list[Change]]]:
@@ -173,6 +191,33 @@ def iter_changes(plan: Mapping[str, Any], unit: str = ".", secrets: Iterable[Any
             else (),
             stage_order=stage_order,
         )
+
+
+def output_changes_from_plan(
+    plan: Mapping[str, Any], unit: str = ".", secrets: Iterable[Any] = ()
+) -> list[OutputChange]:
+    """The root module's outputs that the plan creates, updates or deletes (`output_changes`;
+    Terraform lists unchanged ones as `["no-op"]`), sorted by name as Terraform prints them. A
+    sensitive output shows "(sensitive)" on each side that has a value; any other value is masked
+    like a resource's attribute (marks, known secrets) and "(known after apply)" when unknown."""
+    scrub = _Scrubber(plan, secrets)
+    found = []
+    for name, change in sorted((plan.get("output_changes") or {}).items()):
+        actions = tuple(change.get("actions") or ())
+        if len(actions) != 1 or actions[0] not in ("create", "update", "delete"):
+            continue
+        before, after = change.get("before"), change.get("after")
+        b_sens, a_sens = change.get("before_sensitive"), change.get("after_sensitive")
+        unknown = change.get("after_unknown")
+        sensitive = _any_true(b_sens) or _any_true(a_sens)
+        if sensitive:
+            shown_b = SENSITIVE if before is not None else None
+            shown_a = SENSITIVE if after is not None or _any_true(unknown) else None
+        else:
+            shown_b = scrub.plain(before)
+            shown_a = scrub.mask(after, None, unknown) if _any_true(unknown) else scrub.plain(after)
+        found.append(OutputChange(name, unit, actions[0], shown_b, shown_a, bool(sensitive)))
+    return found
 
 
 def _replaced_because(paths: Iterable[Any], reason: Any, scrub: _Scrubber) -> tuple[str, ...]:

@@ -117,6 +117,11 @@ WAITING: frozenset[RunStatus] = frozenset({S.QUEUED})
 HOLDS_LOCK: frozenset[RunStatus] = frozenset({S.PLANNING, S.AWAITING_APPROVAL, S.APPLY_QUEUED, S.APPLYING})
 RUNNING: frozenset[RunStatus] = frozenset({S.PLANNING, S.APPLYING})
 CANCELABLE: frozenset[RunStatus] = frozenset({S.QUEUED, S.APPLY_QUEUED})
+# A run here starts its next phase (its plan, or its approved apply) only while no person holds
+# the stack's managed state lock (`terraform apply` at a desk, a lock left for force-unlock):
+# Terraform would fail at once on the lock. It stays in its status, shows why it waits
+# (domain/state.py `lock_wait_reason`), starts when the lock is released, and can be canceled.
+WAITS_FOR_STATE_LOCK: frozenset[RunStatus] = frozenset({S.QUEUED, S.APPLY_QUEUED})
 # Waiting for a person's decision: approve (or discard) is possible only here.
 APPROVABLE: frozenset[RunStatus] = frozenset({S.AWAITING_APPROVAL})
 FINISHED: frozenset[RunStatus] = frozenset(s for s, exits in TRANSITIONS.items() if not exits)

@@ -9,6 +9,7 @@ import io
 import re
 import zipfile
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeGuard
 
 from firstlume.domain import json_input
@@ -231,3 +232,15 @@ def state_moved_message(moved: list[tuple[str, int, int]]) -> str:
         for unit, before, after in moved
     ]
     return f"state changed since the plan ({', '.join(parts)}): plan again"
+
+
+def lock_wait_reason(holder: str, since: datetime | None, unit: str, now: datetime) -> str:
+    """Why a run waits (runs.WAITS_FOR_STATE_LOCK): "waiting for the state lock held by
+    ada@example.com since 10:42 UTC" (the date too when it was taken on another day)."""
+    text = f"waiting for the state lock held by {holder}"
+    if unit != ROOT_UNIT:
+        text += f" on unit {unit}"
+    if since is not None:
+        shape = "%H:%M UTC" if since.date() == now.date() else "%Y-%m-%d %H:%M UTC"
+        text += f" since {since.strftime(shape)}"
+    return text

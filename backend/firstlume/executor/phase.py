@@ -1,6 +1,7 @@
 """One phase of one run, from `GET /spec` to `POST /finish`.
 
-Plan phase:  checkout (tip of the branch) → init → plan (upload the plan) → finish.
+Plan phase:  checkout (tip of the branch; a push run's commit; a drift run's last applied commit)
+             → init → plan (upload the plan) → finish.
 Apply phase: one `apply` step: verify the plan file's SHA-256, check out the plan's commit, init
              with the plan's lock file, apply the saved plan file (per-resource states) → finish.
 
@@ -252,8 +253,15 @@ class PhaseRunner:
         stack = spec.stack
         async with self._step("checkout"):
             branch = stack.branch or "main"
+            if spec.drift_base is not None:
+                base = spec.drift_base
+                self._log(
+                    f"Drift check: planning commit {base.commit_sha}, the one the stack's last "
+                    f"successful apply (run #{base.run_number}) applied, not the tip of {branch}"
+                )
             if spec.commit_sha:
-                # A push run plans the commit that was pushed, not whatever the tip is now.
+                # A push run plans the commit that was pushed, not whatever the tip is now; a
+                # drift run the commit that was applied.
                 self._log(f"Cloning {display_url(stack.repository)} at commit {spec.commit_sha}")
                 commit = await self._checkout(spec, sha=spec.commit_sha)
             else:
@@ -313,7 +321,8 @@ class PhaseRunner:
             )
             answer = await self.client.upload_plan(upload)
             summary = answer.summary.model_dump() if answer.summary else {}
-            counts = ", ".join(f"{count} {name}" for name, count in summary.items() if count)
+            names = {"outputs": "output changes"}
+            counts = ", ".join(f"{count} {names.get(name, name)}" for name, count in summary.items() if count)
             recorded = answer.has_changes
             changes = "changes" if (has_changes if recorded is None else recorded) else "no changes"
             self._log(f"Plan recorded: {changes}" + (f" ({counts})" if counts else ""))

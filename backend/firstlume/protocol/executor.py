@@ -118,6 +118,13 @@ class GitCredentials(Answer):
     ssh_private_key: str | None = Field(default=None, description="private key for SSH clones, or null")
 
 
+class DriftBase(Answer):
+    """What a drift run compares the infrastructure with: the stack's last successful apply."""
+
+    run_number: StrictInt = Field(ge=1, description="the applied run's number")
+    commit_sha: str = Field(description="the commit that run applied, which the drift run plans")
+
+
 class PhaseSpec(Answer):
     """What a phase needs to run, answered by `GET /spec`."""
 
@@ -128,7 +135,11 @@ class PhaseSpec(Answer):
     stack: StackSource = Field(description="where the code is")
     git_auth: GitCredentials = Field(default_factory=GitCredentials, description="clone credentials")
     commit_sha: str | None = Field(
-        description="the plan's commit for an apply, the pushed commit for a push run's plan, else null (the tip of the branch)"
+        description="the plan's commit for an apply, the pushed commit for a push run's plan, the last "
+        "successful apply's commit for a drift run's plan, else null (the tip of the branch)"
+    )
+    drift_base: DriftBase | None = Field(
+        default=None, description="a drift run's plan: the apply it compares with (its commit is commit_sha)"
     )
     variables: list[Variable] = Field(default_factory=list, description="effective variables, nearest wins")
     log_offset: StrictInt = Field(default=0, ge=0, description="where this phase's log continues")
@@ -268,6 +279,7 @@ class PlanSummary(Answer):
     replace: int = Field(default=0, description="resources it replaces")
     update: int = Field(default=0, description="resources it updates in place")
     create: int = Field(default=0, description="resources it creates")
+    outputs: int = Field(default=0, description="root module outputs it creates, updates or deletes")
 
 
 class PlanRecorded(Answer):

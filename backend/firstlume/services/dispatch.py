@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import aliased
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import Organization, PhaseToken, Run, Stack
+from firstlume.db.models import Organization, PhaseToken, Run, Stack, StateHead
 from firstlume.db.types import utcnow
 from firstlume.domain.claims import APPLIES
 from firstlume.domain.errors import StackLocked, StatusChanged
@@ -27,6 +27,7 @@ from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, 
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.services.context import Context, Unit
 from firstlume.services.execution import fail_run
+from firstlume.services.reads.state import held_by_person
 from firstlume.services.transitions import change_status_many
 
 LOCK_VALUES = [s.value for s in HOLDS_LOCK]
@@ -34,6 +35,12 @@ LOCK_VALUES = [s.value for s in HOLDS_LOCK]
 # Runs claimed per transaction: large enough that a full queue drains in a few round trips,
 # small enough that a second scheduler finds work left and a batch's locks are held briefly.
 CLAIM_BATCH = 200
+
+
+# A person holds a state lock of the run's stack: its plan or apply would fail on the lock at once,
+# so it waits in its status (domain/runs.py WAITS_FOR_STATE_LOCK) and is claimed once released.
+_PERSON_LOCK = exists().where(StateHead.stack_id == Run.stack_id, held_by_person())
+_NO_PERSON_LOCK = ~_PERSON_LOCK
 
 
 def _startable_plans() -> Select[str]:
@@ -49,6 +56,7 @@ def _startable_plans() -> Select[str]:
         Run.status == RunStatus.QUEUED.value,
         Run.number == first_number,
         ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
+        _NO_PERSON_LOCK,
     )
 
 
@@ -64,7 +72,7 @@ def _locking_batch(candidates: Select[str], order: Any) -> Select[str]:
 # Built once: a claim runs them back to back, and building them costs more than running them.
 STARTABLE_PLANS = _locking_batch(_startable_plans(), Run.created_at)
 QUEUED_APPLIES = _locking_batch(
-    select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value), Run.updated_at
+    select(Run.id).where(Run.status == RunStatus.APPLY_QUEUED.value, _NO_PERSON_LOCK), Run.updated_at
 )
 
 
@@ -174,6 +182,8 @@ async def hand_over_apply(ctx: Context, unit: Unit, run_id: str) -> bool:
     and the pass the change would have woken here has nothing left to claim: it is not made."""
     if ctx.scheduler is None or not ctx.scheduler.launching:
         return False
+    if await unit.session.scalar(select(Run.id).where(Run.id == run_id, _PERSON_LOCK)) is not None:
+        return False  # it waits for a person's state lock: a pass claims it once released
     launches = await _claim_batch(ctx, unit, [run_id], RunStatus.APPLY_QUEUED, RunStatus.APPLYING)
     if not launches:
         return False

@@ -16,6 +16,7 @@ from firstlume.db.bulk import count_failed_resources
 from firstlume.db.models import (
     LogChunk,
     Organization,
+    OutputChange,
     PhaseToken,
     PlanArtifact,
     ResourceChange,
@@ -40,6 +41,7 @@ from firstlume.protocol.events import ChangesStored, LogAppended, ResourcesChang
 from firstlume.protocol.executor import (
     CommitReport,
     ConfigurationReport,
+    DriftBase,
     FinishReport,
     GitCredentials,
     LogBatch,
@@ -60,8 +62,9 @@ from firstlume.protocol.executor import (
 from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
+from firstlume.services.drift.baseline import drift_base
 from firstlume.services.inherited import effective_settings, effective_variables
-from firstlume.services.plan_changes import PlanChanges
+from firstlume.services.plan_changes import PlanChanges, output_changes
 from firstlume.services.sealed_plan import plan_context, seal_plan_json
 from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import find_step, move_step
@@ -119,6 +122,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
     stack = await session.get(Stack, run.stack_id)
     assert stack is not None
     git_context = f"stack-git:{stack.id}"
+    base: DriftBase | None = None
     if token.phase == Phase.PLAN:
         variables = [
             Variable.model_validate(
@@ -132,8 +136,15 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
-        # A push run plans its pushed commit; any other plan takes the tip of the branch.
+        # A push run plans its pushed commit, a drift run what was last applied (NoDriftBase
+        # when nothing was); any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit
+        if run.type == RunType.DRIFT:
+            found = await drift_base(session, run, stack.slug)
+            run.drift_base_run_id = found.run_id
+            base = DriftBase(run_number=found.number, commit_sha=found.commit_sha)
+            commit_sha = found.commit_sha
+            variables = await _applied_variables(ctx, session, found.run_id, variables)
     else:
         # The plan's variables only: its file and lock file are the plan download's.
         sealed = await session.scalar(
@@ -160,12 +171,29 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             else None,
         ),
         commit_sha=commit_sha,
+        drift_base=base,
         variables=variables,
         log_offset=run.log_length,
         heartbeat_interval_seconds=ctx.settings.executor_heartbeat_interval,
         git_timeout_seconds=ctx.settings.git_timeout,
         state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
     )
+
+
+async def _applied_variables(
+    ctx: Context, session: AsyncSession, applied_run_id: str, current: list[Variable]
+) -> list[Variable]:
+    """The Terraform variables the applied run's plan used, with the current environment
+    variables (credentials rotate; an old one would fail the drift run, not find drift). An apply
+    whose plan is no longer stored leaves the current variables."""
+    sealed = await session.scalar(
+        select(PlanArtifact.variables_sealed).where(PlanArtifact.run_id == applied_run_id)
+    )
+    if sealed is None:
+        return current
+    applied = json.loads(ctx.keyring.decrypt_text(sealed, plan_context(applied_run_id, "variables")))
+    terraform = [Variable.model_validate(v) for v in applied if v.get("kind", "terraform") == "terraform"]
+    return terraform + [v for v in current if v.kind != "terraform"]
 
 
 def _stored_variables(ctx: Context, run: Run, variables_sealed: bytes) -> list[Variable]:
@@ -304,16 +332,33 @@ async def store_plan(
         raise
     try:
         changes = await computing.write(session)
+        outputs = output_changes(plan_json, secrets)
     except (AttributeError, KeyError, TypeError, ValueError) as error:  # a shape no plan has
         raise InvalidRequest(f"'plan_json' is not a Terraform plan: {error}.", field="plan_json") from None
+    session.add_all(
+        OutputChange(
+            run_id=run.id,
+            position=position,
+            unit=change.unit,
+            name=change.name,
+            action=change.action,
+            before=change.before,
+            after=change.after,
+            sensitive=change.sensitive,
+        )
+        for position, change in enumerate(outputs)
+    )
     await record_planned_serials(session, run, plan_file)
-    summary = summarize(changes)
+    summary = summarize(changes, outputs=len(outputs))
     run.summary_delete, run.summary_replace = summary.delete, summary.replace
     run.summary_update, run.summary_create = summary.update, summary.create
+    run.summary_outputs = summary.outputs
     run.has_plan = True
     await session.flush()
     unit.publish_after_commit(run_channel(run.id), ChangesStored(run_id=run.id))
-    return PlanRecorded(summary=PlanSummary(**summary.as_dict()), has_changes=summary.has_changes)
+    return PlanRecorded(
+        summary=PlanSummary(**summary.as_dict(), outputs=summary.outputs), has_changes=summary.has_changes
+    )
 
 
 async def _sensitive_values(ctx: Context, session: AsyncSession, run: Run, upload: PlanUpload) -> list[Any]:
@@ -425,7 +470,9 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
     if not run.has_plan:
         return await fail_run(unit, run, "The plan phase ended without uploading a plan.", actor="executor")
     run_type = RunType(run.type)
-    has_changes = bool(run.summary_delete or run.summary_replace or run.summary_update or run.summary_create)
+    has_changes = bool(
+        run.summary_delete or run.summary_replace or run.summary_update or run.summary_create
+    ) or bool(run.summary_outputs)
     recorded: dict[str, Any] = {}
     if run_type.intends_to_apply:
         # The approval rules are read now, when the plan finishes, and recorded with their origins.

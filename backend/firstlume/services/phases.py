@@ -20,11 +20,12 @@ from pydantic import ValidationError
 from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
-from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.errors import Conflict, InvalidRequest
 from firstlume.domain.runs import Phase, RunStatus
 from firstlume.protocol import executor as protocol
 from firstlume.services import dispatch, execution
 from firstlume.services.context import Context, Unit
+from firstlume.services.drift.baseline import NoDriftBase
 from firstlume.services.state import serials
 
 Report = TypeVar("Report", bound=protocol.Request)
@@ -58,17 +59,25 @@ async def _report(
 
 async def spec(ctx: Context, token: str | None) -> protocol.PhaseSpec:
     """What the phase needs to run. Asking for it is the executor's first sign of life: its first
-    heartbeat. An apply whose managed state moved since its plan fails here, before Terraform
-    starts (serials.StateMoved, once the failure is committed)."""
+        heartbeat. An apply whose managed state moved since its plan fails here, before Terraform
+        starts (serials.StateMoved, once the failure is committed); so does a drift run with no
+    successful apply to compare with (NoDriftBase)."""
+    refusal: Conflict
     async with _phase(ctx, token) as (unit, run, phase):
         moved = (
             await serials.state_moved_since_plan(unit.session, run) if phase.phase == Phase.APPLY else None
         )
         if moved is None:
             await execution.heartbeat(unit.session, run)
-            return await execution.phase_spec(ctx, unit.session, run, phase)
-        await execution.fail_run(unit, run, moved, actor="firstlume")
-    raise serials.StateMoved(moved)
+            try:
+                return await execution.phase_spec(ctx, unit.session, run, phase)
+            except NoDriftBase as error:
+                # A drift run with no apply to compare with ends here, before Terraform starts.
+                refusal = error
+        else:
+            refusal = serials.StateMoved(moved)
+        await execution.fail_run(unit, run, refusal.message, actor="firstlume")
+    raise refusal
 
 
 async def heartbeat(ctx: Context, token: str | None) -> None:

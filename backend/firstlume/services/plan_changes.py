@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.bulk import ChangeRecord, change_records, insert_change_records
-from firstlume.domain.changes import Change, iter_changes
+from firstlume.domain.changes import Change, OutputChange, iter_changes, output_changes_from_plan
 
 # Changes per slice: a few dozen milliseconds of work each, so the last one, which the answer
 # waits for, is short.
@@ -76,12 +76,25 @@ class PlanChanges:
         loop.call_soon_threadsafe(self._slices.put_nowait, records)
 
 
-def _changes_of_units(plan_json: dict[str, Any], secrets: list[Any]) -> Iterator[Change]:
+def _plans_of_units(plan_json: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """One Terraform root's plan, or Terragrunt `run --all` plans keyed by unit path."""
     units = plan_json.get("terragrunt_units")
     plans = sorted(units.items()) if isinstance(units, dict) else [(".", plan_json)]
     for _, plan in plans:
         if not isinstance(plan, dict) or not isinstance(plan.get("format_version"), str):
             raise ValueError("it has no format_version, as `show -json` output always does")
-    for unit, plan in plans:
+    return plans
+
+
+def _changes_of_units(plan_json: dict[str, Any], secrets: list[Any]) -> Iterator[Change]:
+    for unit, plan in _plans_of_units(plan_json):
         yield from iter_changes(plan, unit=unit, secrets=secrets)
+
+
+def output_changes(plan_json: dict[str, Any], secrets: list[Any]) -> list[OutputChange]:
+    """The outputs each unit's plan changes (a few per plan: worked out on the loop)."""
+    return [
+        change
+        for unit, plan in _plans_of_units(plan_json)
+        for change in output_changes_from_plan(plan, unit=unit, secrets=secrets)
+    ]

@@ -7,6 +7,7 @@ import {
   type ChangeFilters,
   type ChangeGroupInfo,
   type ChangeSummary,
+  type OutputChangeInfo,
 } from "../data/changes";
 import { diffAttribute } from "../diff/attributes";
 import { plural } from "../format";
@@ -44,7 +45,7 @@ export function ChangesView({
 
   if (planned === null) return <>{empty}</>;
   if (!overview.summary) return overview.error ? <ErrorBox error={overview.error} /> : <Loading what="the changes" />;
-  if (overview.total === 0) {
+  if (overview.total === 0 && overview.outputs.length === 0) {
     return <Empty title="No changes.">The plan found nothing to create, update, replace or delete.</Empty>;
   }
   const filtering = Boolean(filters.text.trim() || type || unit);
@@ -88,7 +89,35 @@ export function ChangesView({
       {overview.groups.map((group) => (
         <ChangeGroup key={`${group.action}|${filterKey}`} source={source} group={group} filters={filters} states={states} />
       ))}
+      {overview.outputs.length > 0 && <OutputChanges outputs={overview.outputs} />}
     </div>
+  );
+}
+
+function shownValue(value: unknown): string {
+  if (value === null || value === undefined) return "null";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** The outputs the plan changes: applying the plan saves them in the state. Sensitive ones read
+ * "(sensitive)" (the server never sends their values). */
+function OutputChanges({ outputs }: { outputs: OutputChangeInfo[] }) {
+  return (
+    <section className="change-group" data-testid="output-changes">
+      <h3>
+        Changes to outputs <span className="muted small">({outputs.length})</span>
+      </h3>
+      <ul className="output-changes">
+        {outputs.map((o) => (
+          <li key={`${o.unit}|${o.name}`} data-output={o.name} className={`act-${o.action.toLowerCase()}`}>
+            <span className="symbol">{SYMBOL[o.action]}</span> <code>{o.unit === "." ? o.name : `${o.unit}: ${o.name}`}</code>
+            {o.action !== "CREATE" && <> {shownValue(o.before)}</>}
+            {o.action === "UPDATE" && " →"}
+            {o.action !== "DELETE" && <> {shownValue(o.after)}</>}
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }
 
@@ -100,10 +129,11 @@ export function SummaryParts({ summary }: { summary: ChangeSummary }) {
     ["CREATE", summary.create, "create"],
   ];
   const shown = parts.filter(([, n]) => n > 0);
+  const outputs = summary.outputs ?? 0;
   // The server's own text is the reference ("1 delete · 1 replace · …"); it is what the API says.
   return (
     <span className="summary" title={summary.text}>
-      {shown.length === 0
+      {shown.length === 0 && outputs === 0
         ? "no changes"
         : shown.map(([action, n, word], i) => (
             <span key={action}>
@@ -113,6 +143,12 @@ export function SummaryParts({ summary }: { summary: ChangeSummary }) {
               </span>
             </span>
           ))}
+      {outputs > 0 && (
+        <span>
+          {shown.length > 0 && <span className="sep"> · </span>}
+          <span className="act-outputs">{plural(outputs, "output change", "output changes")}</span>
+        </span>
+      )}
     </span>
   );
 }

@@ -6,6 +6,8 @@ type Queued = {
   status: RunStatus;
   queuePosition?: number | null;
   blockedBy?: BlockerFragment | null;
+  /** Set while a person holds the stack's state lock: "waiting for the state lock held by …". */
+  waitingFor?: string | null;
 };
 
 /**
@@ -14,12 +16,20 @@ type Queued = {
  * (`blockedBy`, `queuePosition`); nothing here decides who holds a lock.
  */
 export function WaitingFor({ org, run, compact = false }: { org: string; run: Queued; compact?: boolean }) {
+  const Tag = compact ? "span" : "p";
+  if (run.waitingFor) {
+    const text = run.waitingFor;
+    return (
+      <Tag className={`waiting-for ${compact ? "small" : ""}`} data-testid="waiting-for-state-lock">
+        {text.charAt(0).toUpperCase() + text.slice(1)}.
+      </Tag>
+    );
+  }
   if (run.status !== "QUEUED") return null;
   const position = run.queuePosition ?? null;
   const blocker = run.blockedBy ?? null;
   const place =
     position === null ? null : position === 1 ? "next in the stack's queue" : `number ${position} in the stack's queue`;
-  const Tag = compact ? "span" : "p";
   return (
     <Tag className={`waiting-for ${compact ? "small" : ""}`} data-testid="waiting-for" data-queue-position={position ?? undefined}>
       {blocker ? (

@@ -16,6 +16,7 @@ import {
 
 type Overview = NonNullable<NonNullable<RunChangeOverviewQuery["organization"]>["run"]>["changes"];
 export type ChangeSummary = Overview["summary"];
+export type OutputChangeInfo = Overview["outputs"][number];
 export type ChangeFilters = { text: string; type: string; unit: string };
 export const NO_FILTERS: ChangeFilters = { text: "", type: "", unit: "" };
 
@@ -34,6 +35,8 @@ export type ChangeOverview = {
   /** Resource types and units present in the plan, for the filter menus. */
   types: string[];
   units: string[];
+  /** The root module outputs the plan changes (not filtered: the filters are for resources). */
+  outputs: OutputChangeInfo[];
   total: number;
   matched: number;
   error: ApiError | null;
@@ -62,6 +65,7 @@ export function useChangeOverview({ org, runId, planned }: Source, filters: Chan
     groups,
     types: changes?.types ?? [],
     units: changes?.units ?? [],
+    outputs: changes?.outputs ?? [],
     total: groups.reduce((n, g) => n + g.count, 0),
     matched: groups.reduce((n, g) => n + g.matched, 0),
     error: query.error,

@@ -84,7 +84,7 @@ function RunView() {
         {TABS.map((t) => (
           <NavLink key={t.path} end to={t.path ? `${base}/${t.path}` : base}>
             {t.label}
-            {t.path === "" && run.summary && <span className="tab-count">{run.summary.delete + run.summary.replace + run.summary.update + run.summary.create}</span>}
+            {t.path === "" && run.summary && <span className="tab-count">{run.summary.delete + run.summary.replace + run.summary.update + run.summary.create + run.summary.outputs}</span>}
           </NavLink>
         ))}
       </nav>

@@ -88,6 +88,15 @@ class Loaders:
         return self._loader(run_reads.queue_positions)
 
     @cached_property
+    def output_changes(self) -> DataLoader[str, list[change_reads.OutputChangeRecord]]:
+        return self._loader(change_reads.output_changes)
+
+    @cached_property
+    def person_lock(self) -> DataLoader[str, state_reads.PersonLock | None]:
+        """By stack id: a state lock a person holds, which its waiting runs wait for."""
+        return self._loader(state_reads.person_locks)
+
+    @cached_property
     def lock_holder(self) -> DataLoader[str, RunRecord | None]:
         return self._loader(run_reads.lock_holders)
 

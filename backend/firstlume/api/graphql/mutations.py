@@ -409,7 +409,8 @@ class Mutation(AccessMutation):
                 stack_row = await catalog.stack_by_slug(work_unit.session, org_row, stack)
                 unit_path = normalize_unit(unit)
                 caller = StateCaller(org=org_row, stack=stack_row, actor=actor)
-                await locks.force_unlock(work_unit.session, caller, unit_path)
+                if await locks.force_unlock(work_unit.session, caller, unit_path) is not None:
+                    await locks.person_lock_changed(work_unit, stack_row.id)
             return await state_of(fresh(info), stack_row, unit_path)
 
         return await typed(INPUT_ERRORS, work)

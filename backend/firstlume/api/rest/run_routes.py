@@ -129,7 +129,8 @@ async def get_changes(request: Request) -> Response:
         if run is None:
             raise NotFound(f"No run '{request.path_params['run']}' in this organization.")
         records = await change_reads.all_changes(session, run.id)
-    return Response(changes_document(run, records), media_type="application/json")
+        [outputs] = await change_reads.output_changes(session, [run.id])
+    return Response(changes_document(run, records, outputs), media_type="application/json")
 
 
 C = TypeVar("C", bound=Command)

@@ -10,7 +10,7 @@ from typing import Any
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
 from firstlume.services.reads.catalog import FolderRecord, StackRecord
-from firstlume.services.reads.changes import ChangeRecord
+from firstlume.services.reads.changes import ChangeRecord, OutputChangeRecord
 from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
 from firstlume.services.reads.settings import VariableRecord
 
@@ -105,6 +105,7 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "ended_by": run.ended_by,
         "duration_ms": duration_ms(started, run.finished_at),
         "queue_position": details.queue_position,
+        "waiting_for": details.waiting_for,
         "commit": commit,
         "steps": [
             {
@@ -118,6 +119,8 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         ],
         "summary": summary.as_dict() if run.has_plan else None,
         "summary_text": summary.text if run.has_plan else None,
+        "output_changes": run.summary_outputs if run.has_plan else None,
+        "drift_base_run": run.drift_base_run_id,
         "approval": {
             "required": run.approval_required,
             "confirm_destructive": run.confirm_destructive,
@@ -170,8 +173,22 @@ def _change_text(record: ChangeRecord) -> str:
     return head + "}"
 
 
-def changes_document(run: RunRecord, records: Iterable[ChangeRecord]) -> bytes:
-    """The Changes of docs/rest-api.md: every change, grouped in the documented order."""
+def output_change_json(record: OutputChangeRecord) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "unit": record.unit,
+        "action": record.action,
+        "before": record.before,
+        "after": record.after,
+        "sensitive": record.sensitive,
+    }
+
+
+def changes_document(
+    run: RunRecord, records: Iterable[ChangeRecord], outputs: Iterable[OutputChangeRecord] = ()
+) -> bytes:
+    """The Changes of docs/rest-api.md: every change, grouped in the documented order, then the
+    outputs the plan changes."""
     summary = summary_of(run)
     grouped: dict[str, list[str]] = {action: [] for action, _ in GROUPS}
     for record in records:
@@ -182,4 +199,5 @@ def changes_document(run: RunRecord, records: Iterable[ChangeRecord]) -> bytes:
         for action, title in GROUPS
     )
     head = _dumps({"summary": summary.as_dict(), "summary_text": summary.text})
-    return f'{head[:-1]},"groups":[{groups}]}}'.encode()
+    shown = _dumps([output_change_json(o) for o in outputs])
+    return f'{head[:-1]},"groups":[{groups}],"outputs":{shown}}}'.encode()

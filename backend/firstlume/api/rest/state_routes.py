@@ -169,6 +169,8 @@ async def lock_state(request: Request) -> Response:
     try:
         async with state_change(request) as (unit, caller, unit_path):
             lock = await locks.lock_state(unit.session, caller, unit_path, info)
+            if caller.actor is not None:
+                await locks.person_lock_changed(unit, caller.stack.id)
     except StateLocked as error:
         return _lock_refusal(423, error)
     return JSONResponse({**info, "lock": lock})
@@ -185,7 +187,8 @@ async def unlock_state(request: Request) -> Response:
     info = parse_lock_info(raw)
     try:
         async with state_change(request) as (unit, caller, unit_path):
-            await locks.unlock_state(unit.session, caller, unit_path, info["ID"])
+            if await locks.unlock_state(unit.session, caller, unit_path, info["ID"]):
+                await locks.person_lock_changed(unit, caller.stack.id)
     except LockHeldByOther as error:
         return _lock_refusal(409, error)
     return JSONResponse({"unlocked": info["ID"]})
@@ -200,6 +203,8 @@ async def force_unlock(request: Request) -> Response:
 async def _force_unlock(request: Request) -> Response:
     async with state_change(request) as (unit, caller, unit_path):
         released = await locks.force_unlock(unit.session, caller, unit_path)
+        if released is not None:
+            await locks.person_lock_changed(unit, caller.stack.id)
     return JSONResponse({"released": released})
 
 

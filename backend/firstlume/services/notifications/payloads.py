@@ -25,6 +25,7 @@ def run_payload(event: str, org_slug: str, stack_slug: str, run: Run) -> dict[st
         replace=run.summary_replace,
         update=run.summary_update,
         create=run.summary_create,
+        outputs=run.summary_outputs,
     )
     return {
         "event": event,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, Text, and_, case, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from firstlume.db.models import ResourceChange
+from firstlume.db.models import OutputChange, ResourceChange
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.errors import InvalidRequest
 from firstlume.services.reads.rows import column_rows
@@ -34,6 +34,7 @@ CURSOR = re.compile(r"([0-3])\.([0-9]{1,9})")
 MAX_TEXT = 1000
 
 C = ResourceChange
+O = OutputChange
 _group_rank = case(*((C.action == action, rank) for action, rank in RANK.items()), else_=len(ACTIONS))
 
 
@@ -244,3 +245,34 @@ async def pages(session: AsyncSession, keys: Sequence[ChangePageKey]) -> list[Ch
                 records=records[:first], has_next_page=len(records) > first
             )
     return [found[key] for key in keys]
+
+
+# Outputs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutputChangeRecord:
+    """A root module output the plan changes; its values as shown ("(sensitive)" when it is)."""
+
+    run_id: str
+    unit: str
+    name: str
+    action: str
+    before: Any
+    after: Any
+    sensitive: bool
+
+
+_OUTPUT_COLUMNS = (O.run_id, O.unit, O.name, O.action, O.before, O.after, O.sensitive)
+
+
+async def output_changes(session: AsyncSession, run_ids: Sequence[str]) -> list[list[OutputChangeRecord]]:
+    """Each run's output changes, in the plan's order (by unit, then name)."""
+    rows = await column_rows(
+        session,
+        select(*_OUTPUT_COLUMNS).where(O.run_id.in_(set(run_ids))).order_by(O.run_id, O.position),
+    )
+    found: dict[str, list[OutputChangeRecord]] = defaultdict(list)
+    for row in rows:
+        found[row[0]].append(OutputChangeRecord(*row))
+    return [found.get(run_id, []) for run_id in run_ids]

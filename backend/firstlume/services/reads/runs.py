@@ -22,9 +22,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from firstlume.db.models import Run, RunStep, Stack, User
+from firstlume.db.types import utcnow
 from firstlume.domain.changes import Summary
-from firstlume.domain.runs import ACTIVE, HOLDS_LOCK, RunStatus, RunType, StepStatus, TriggerKind
+from firstlume.domain.runs import (
+    ACTIVE,
+    HOLDS_LOCK,
+    WAITS_FOR_STATE_LOCK,
+    RunStatus,
+    RunType,
+    StepStatus,
+    TriggerKind,
+)
+from firstlume.domain.state import lock_wait_reason
 from firstlume.services.reads.rows import column_rows, columns_of, record_of
+from firstlume.services.reads.state import person_locks
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -78,6 +89,8 @@ class RunRecord:
     summary_replace: int
     summary_update: int
     summary_create: int
+    summary_outputs: int
+    drift_base_run_id: str | None
     has_plan: bool
     failed_resource_count: int
     failed_resource_addresses: list[str]
@@ -146,6 +159,8 @@ class RunDetails:
     approved_by: str | None
     steps: list[StepRecord]
     queue_position: int | None
+    # Why a run that waits for a person's state lock waits (domain/state.py lock_wait_reason).
+    waiting_for: str | None = None
 
     @property
     def started_at(self) -> datetime | None:
@@ -158,7 +173,24 @@ def summary_of(run: RunRecord) -> Summary:
         replace=run.summary_replace,
         update=run.summary_update,
         create=run.summary_create,
+        outputs=run.summary_outputs,
     )
+
+
+async def _waiting_reasons(session: AsyncSession, runs: Sequence[RunRecord]) -> dict[str, str]:
+    """For each run that waits for a person's state lock (runs.WAITS_FOR_STATE_LOCK), why."""
+    waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK]
+    if not waiting:
+        return {}
+    stack_ids = sorted({r.stack_id for r in waiting})
+    locks = dict(zip(stack_ids, await person_locks(session, stack_ids), strict=True))
+    now = utcnow()
+    reasons = {}
+    for run in waiting:
+        lock = locks[run.stack_id]
+        if lock is not None:
+            reasons[run.id] = lock_wait_reason(lock.holder, lock.locked_at, lock.unit, now)
+    return reasons
 
 
 def started_at(steps: Iterable[StepRecord]) -> datetime | None:
@@ -420,6 +452,7 @@ async def details(
     queued = [r.id for r in runs if r.status == QUEUED]
     if known_positions is None and queued:
         positions = dict(zip(queued, await queue_positions(session, queued), strict=True))
+    reasons = await _waiting_reasons(session, runs)
     return [
         RunDetails(
             run=run,
@@ -428,6 +461,7 @@ async def details(
             approved_by=people.get(run.approved_by_id or ""),
             steps=run_steps,
             queue_position=positions.get(run.id),
+            waiting_for=reasons.get(run.id),
         )
         for run, run_steps in zip(runs, steps, strict=True)
     ]
@@ -476,4 +510,5 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
         approved_by=approved_by,
         steps=steps,
         queue_position=int(position) if position is not None else None,
+        waiting_for=(await _waiting_reasons(session, [run])).get(run.id),
     )

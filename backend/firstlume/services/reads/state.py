@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, and_, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Run, StateHead, StateVersion, User
@@ -37,6 +37,34 @@ class StateHeadRecord:
 
 
 HEAD_COLUMNS = columns_of(StateHeadRecord, cast(Table, StateHead.__table__))
+
+
+@dataclass(frozen=True, slots=True)
+class PersonLock:
+    """A state lock held by a person (not by a run's phase): runs of its stack wait for it."""
+
+    unit: str
+    holder: str
+    locked_at: datetime | None
+
+
+def held_by_person() -> Any:
+    """The condition on StateHead of a lock that a person holds: a run's phase lock names it."""
+    return and_(StateHead.lock_id.is_not(None), StateHead.lock_phase.is_(None))
+
+
+async def person_locks(session: AsyncSession, stack_ids: Sequence[str]) -> list[PersonLock | None]:
+    """For each stack, a state lock a person holds on one of its units (the oldest), or None."""
+    rows = await column_rows(
+        session,
+        select(StateHead.stack_id, StateHead.unit, StateHead.lock_holder, StateHead.locked_at)
+        .where(StateHead.stack_id.in_(set(stack_ids)), held_by_person())
+        .order_by(StateHead.locked_at),
+    )
+    found: dict[str, PersonLock] = {}
+    for stack_id, unit, holder, locked_at in rows:
+        found.setdefault(stack_id, PersonLock(unit=unit, holder=holder or "someone", locked_at=locked_at))
+    return [found.get(i) for i in stack_ids]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import Run, StateHead
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
+from firstlume.domain.claims import BOTH
 from firstlume.domain.errors import Conflict
-from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, RunStatus
+from firstlume.domain.runs import PHASE_OF_RUNNING_STATUS, WAITS_FOR_STATE_LOCK, RunStatus
+from firstlume.protocol.events import RunUpdated
+from firstlume.pubsub import run_channel
 from firstlume.services import audit
+from firstlume.services.context import Unit
 from firstlume.services.reads.state import StateHeadRecord
 from firstlume.services.state.callers import StateCaller
 from firstlume.services.state.heads import find_head, head_for_update
@@ -136,10 +140,29 @@ async def lock_state(
     return lock_json(head)
 
 
-async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lock_id: str) -> None:
+async def unlock_state(session: AsyncSession, caller: StateCaller, unit: str, lock_id: str) -> bool:
+    """UNLOCK; True when it released a lock a person held (runs may be waiting for it)."""
     head = await head_for_update(session, caller.stack, unit)
     await release_if_stale(session, head)
+    by_person = head.lock_id is not None and head.lock_phase is None
     release_lock(head, lock_id)
+    return by_person
+
+
+async def person_lock_changed(unit_of_work: Unit, stack_id: str) -> None:
+    """A person took or released a state lock of the stack: the runs that wait for it (or now
+    would) show it at once (a best-effort wake-up of their live views: their `waitingFor`), and
+    once released they start at this process's next scheduler pass, now, rather than at its
+    interval (other replicas find them at theirs)."""
+    unit_of_work.wakes_scheduler = True
+    unit_of_work.scheduler_claims |= BOTH
+    waiting = await unit_of_work.session.scalars(
+        select(Run.id).where(
+            Run.stack_id == stack_id, Run.status.in_([s.value for s in WAITS_FOR_STATE_LOCK])
+        )
+    )
+    for run_id in waiting:
+        unit_of_work.publish_after_commit(run_channel(run_id), RunUpdated(run_id=run_id))
 
 
 async def force_unlock(session: AsyncSession, caller: StateCaller, unit: str) -> dict[str, Any] | None:

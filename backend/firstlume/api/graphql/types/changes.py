@@ -16,7 +16,7 @@ from firstlume.api.graphql.enums import ChangeAction, ResourceState
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.pagination import PageInfo
 from firstlume.domain.changes import GROUPS, Summary
-from firstlume.services.reads.changes import ChangePage, ChangePageKey, ChangeRecord
+from firstlume.services.reads.changes import ChangePage, ChangePageKey, ChangeRecord, OutputChangeRecord
 
 TITLES = dict(GROUPS)
 
@@ -27,7 +27,10 @@ class ChangeSummary:
     replace: int
     update: int
     create: int
-    text: str = strawberry.field(description='"1 delete · 1 replace · 2 update · 2 create", or "no changes".')
+    outputs: int = strawberry.field(description="Root module outputs the plan creates, updates or deletes.")
+    text: str = strawberry.field(
+        description='"1 delete · 1 replace · 2 update · 2 create · 1 output change", or "no changes".'
+    )
 
     @classmethod
     def of(cls, summary: Summary) -> ChangeSummary:
@@ -36,6 +39,7 @@ class ChangeSummary:
             replace=summary.replace,
             update=summary.update,
             create=summary.create,
+            outputs=summary.outputs,
             text=summary.text,
         )
 
@@ -108,6 +112,30 @@ class ResourceChange:
         )
 
 
+@strawberry.type(
+    description="A root module output the plan creates, updates or deletes: applying the plan saves it "
+    "in the state."
+)
+class OutputChange:
+    name: str
+    unit: str = strawberry.field(description='"." for a single root; the unit\'s path with Terragrunt.')
+    action: ChangeAction = strawberry.field(description="create, update or delete.")
+    before: JSON | None = strawberry.field(description='"(sensitive)" for a sensitive output.')
+    after: JSON | None = strawberry.field(description='"(sensitive)", or "(known after apply)".')
+    sensitive: bool
+
+    @classmethod
+    def of(cls, record: OutputChangeRecord) -> OutputChange:
+        return cls(
+            name=record.name,
+            unit=record.unit,
+            action=ChangeAction(record.action),
+            before=record.before,
+            after=record.after,
+            sensitive=record.sensitive,
+        )
+
+
 @strawberry.type(description="How many changes of each group match the filters.")
 class ChangeCounts:
     delete: int
@@ -170,6 +198,10 @@ class Changes:
             )
             for action, title in GROUPS
         ]
+
+    @strawberry.field(description="Every output the plan changes (the filters apply to resources only).")
+    async def outputs(self) -> list[OutputChange]:
+        return [OutputChange.of(r) for r in await self.loaders.output_changes.load(self.key.run_id)]
 
     @strawberry.field(description="The resource types among all of the run's changes, for a filter.")
     async def types(self) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import strawberry
@@ -16,7 +16,16 @@ from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.settings import ResolvedPrincipals, ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import APPROVABLE, CANCELABLE, FINISHED, RunStatus, RunType, TriggerKind
+from firstlume.domain.runs import (
+    APPROVABLE,
+    CANCELABLE,
+    FINISHED,
+    WAITS_FOR_STATE_LOCK,
+    RunStatus,
+    RunType,
+    TriggerKind,
+)
+from firstlume.domain.state import lock_wait_reason
 from firstlume.services.access.approvers import Verdict, viewer_verdicts
 from firstlume.services.logs import LogSlice, read_log
 from firstlume.services.reads.catalog import StackRecord
@@ -352,6 +361,23 @@ class Run:
         if self.row.status != RunStatus.QUEUED:
             return None
         return known_or_awaited(self.loaders.queue_position, self.row.id)
+
+    @strawberry.field(
+        description="For a run that waits for a state lock a person holds (queued or apply_queued), why: "
+        '"waiting for the state lock held by ada@example.com since 10:42 UTC"; else null.'
+    )
+    async def waiting_for(self) -> str | None:
+        if self.row.status not in WAITS_FOR_STATE_LOCK:
+            return None
+        lock = await self.loaders.person_lock.load(self.row.stack_id)
+        return lock_wait_reason(lock.holder, lock.locked_at, lock.unit, datetime.now(UTC)) if lock else None
+
+    @strawberry.field(
+        description="For a drift run, the id of the applied run whose commit (and variables) it planned."
+    )
+    def drift_base_run_id(self) -> strawberry.ID | None:
+        base = self.row.drift_base_run_id
+        return strawberry.ID(base) if base else None
 
     @strawberry.field(description="For a queued run, the run that holds its stack's lock; else null.")
     async def blocked_by(self) -> Run | None:
