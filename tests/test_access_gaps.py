@@ -27,6 +27,8 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     # Destinations on 127.0.0.1 (nothing is ever posted: the scheduler and sender are off).
     env = {"FIRSTLUME_SCHEDULER": "off", "FIRSTLUME_ALLOW_PRIVATE_WEBHOOKS": "true"}
     return Settings.from_env(settings_env(database_url, tmp_path / "data", **env))
+
+
 SIGNING_SECRET = "sign-SECRET-9c1e"
 
 
@@ -102,7 +104,9 @@ async def test_graphql_notification_changes_are_audited_as_graphql(
     assert made["__typename"] == "NotificationDestination", body
     delete = f'mutation {{ deleteNotification(org: "acme", id: "{made["id"]}") {{ __typename }} }}'
     assert (await client.post("/graphql", json={"query": delete}, headers=tenant.headers)).status_code == 200
-    rows = await trail(client, tenant, "notification.create") + await trail(client, tenant, "notification.delete")
+    rows = await trail(client, tenant, "notification.create") + await trail(
+        client, tenant, "notification.delete"
+    )
     assert [(r["target"], r["via"]) for r in rows] == [(f"notification:{made['id']}", "graphql")] * 2
 
 
@@ -112,7 +116,9 @@ async def test_approvers_who_are_not_members_are_refused_naming_them(
     await member(ctx, "bob@example.com", Role.OPERATOR)
     refused = await client.patch(
         f"{O}/settings",
-        json={"approvers": ["user:Bob@Example.com", "user:zed@example.com", "user:eve@example.com", "group:sre"]},
+        json={
+            "approvers": ["user:Bob@Example.com", "user:zed@example.com", "user:eve@example.com", "group:sre"]
+        },
         headers=tenant.headers,
     )
     assert refused.status_code == 422, refused.text
@@ -199,9 +205,7 @@ async def test_the_demo_token_is_reused_and_older_ones_are_revoked(ctx: Context)
     assert again.token == first.token
     assert (ctx.settings.data_dir / DEMO_TOKEN_FILE).stat().st_mode & 0o077 == 0
     async with ctx.db.transaction() as session:
-        live = list(
-            await session.scalars(select(ApiToken.name).where(ApiToken.revoked_at.is_(None)))
-        )
+        live = list(await session.scalars(select(ApiToken.name).where(ApiToken.revoked_at.is_(None))))
         assert live == ["demo"]
         await accounts.authenticate(session, again.token)
     del older
@@ -214,7 +218,10 @@ async def test_the_demo_token_is_reused_and_older_ones_are_revoked(ctx: Context)
     async with ctx.db.transaction() as session:
         assert (
             await session.scalar(
-                select(ApiToken.id).where(ApiToken.revoked_at.is_(None), ApiToken.name == "demo").limit(2).offset(1)
+                select(ApiToken.id)
+                .where(ApiToken.revoked_at.is_(None), ApiToken.name == "demo")
+                .limit(2)
+                .offset(1)
             )
             is None
         )

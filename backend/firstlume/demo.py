@@ -65,11 +65,16 @@ def _keep(path: Path, token: str) -> None:
         handle.write(token + "\n")
 
 
-async def _kept_token(session: AsyncSession, path: Path) -> str | None:
-    """The demo token of an earlier `make run`, if it is still the demo user's and usable."""
+def _read_kept(path: Path) -> str | None:
     try:
-        token = path.read_text().strip()
+        return path.read_text().strip() or None
     except OSError:
+        return None
+
+
+async def _kept_token(session: AsyncSession, token: str | None) -> str | None:
+    """The demo token of an earlier `make run`, if it is still the demo user's and usable."""
+    if token is None:
         return None
     try:
         actor = await accounts.authenticate(session, token)
@@ -93,7 +98,11 @@ async def _revoke_other_demo_tokens(session: AsyncSession, org_id: str, token: s
     for row in others:
         row.revoked_at = utcnow()
         await audit.record(
-            session, org_id, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name, "user": DEMO_USER}
+            session,
+            org_id,
+            AuditAction.TOKEN_REVOKE,
+            f"token:{row.id}",
+            {"name": row.name, "user": DEMO_USER},
         )
 
 
@@ -108,7 +117,7 @@ async def seed_demo(ctx: Context) -> Demo:
         session = unit.session
         found = await session.scalar(select(Organization).where(Organization.slug == DEMO_ORG))
         org = org_record(found) if found is not None else await accounts.create_org(session, DEMO_ORG, "Demo")
-        token = await _kept_token(session, token_file)
+        token = await _kept_token(session, _read_kept(token_file))
         if token is None:
             token = await accounts.create_token(session, DEMO_ORG, DEMO_USER, name=DEMO_TOKEN_NAME)
             _keep(token_file, token)
