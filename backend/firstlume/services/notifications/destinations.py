@@ -145,7 +145,9 @@ async def patch_destination(
     destination.updated_at = utcnow()
     await session.flush()
     described = _described(destination)
-    changed = {name: described[name] for name in ("name", "url", "events", "format") if name in given}
+    changed: dict[str, object] = {
+        name: described[name] for name in ("name", "url", "events", "format") if name in given
+    }
     if "secret" in given:
         changed["signed"] = described["signed"]
     await audit.record(session, org, AuditAction.NOTIFICATION_UPDATE, _target(destination), changed)

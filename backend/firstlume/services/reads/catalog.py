@@ -133,11 +133,15 @@ async def folder_paths(session: AsyncSession, stacks: Iterable[StackRecord]) -> 
 
 
 async def stacks_of_orgs(session: AsyncSession, org_ids: Sequence[str]) -> list[list[StackRecord]]:
-    return _grouped(await _stacks(session, Stack.org_id.in_(set(org_ids))), "org_id", org_ids)
+    live = Stack.deleted_at.is_(None)
+    return _grouped(await _stacks(session, Stack.org_id.in_(set(org_ids)), live), "org_id", org_ids)
 
 
 async def stacks_in_folders(session: AsyncSession, folder_ids: Sequence[str]) -> list[list[StackRecord]]:
-    return _grouped(await _stacks(session, Stack.folder_id.in_(set(folder_ids))), "folder_id", folder_ids)
+    live = Stack.deleted_at.is_(None)
+    return _grouped(
+        await _stacks(session, Stack.folder_id.in_(set(folder_ids)), live), "folder_id", folder_ids
+    )
 
 
 async def folders_of_orgs(session: AsyncSession, org_ids: Sequence[str]) -> list[list[FolderRecord]]:
@@ -150,7 +154,7 @@ async def subfolders(session: AsyncSession, parent_ids: Sequence[str]) -> list[l
 
 # Built once: a stack's page reads it on every request.
 _STACK_BY_SLUG = select(*STACK_COLUMNS).where(
-    Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug")
+    Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"), Stack.deleted_at.is_(None)
 )
 
 
