@@ -26,7 +26,9 @@ def test_a_stack_and_a_folder_are_renamed_moved_and_deleted_in_the_ui(
 ) -> None:
     api = f"{server.url}/api/v1/orgs/{tenant.org}"
     with httpx.Client(headers=tenant.headers, timeout=30) as http:
-        made = http.post(f"{api}/stacks", json={"slug": "net", "repository": "file:///nowhere", "folder": "prod"})
+        made = http.post(
+            f"{api}/stacks", json={"slug": "net", "repository": "file:///nowhere", "folder": "prod"}
+        )
         assert made.status_code == 201, made.text
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/net/settings")

@@ -9,11 +9,9 @@ trail, the organization's own, stays). A folder is deleted only when it holds no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
 
-from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Folder, Run, Stack, StateHead, StateVersion, Variable
@@ -26,8 +24,8 @@ from firstlume.services import audit
 from firstlume.services.catalog import described_runs, running_runs, stack_to_change
 from firstlume.services.commands import DeleteStack
 from firstlume.services.context import Actor, Unit
-from firstlume.services.reads.catalog import OrganizationRecord, StackRecord, stack_record
-from firstlume.services.reads.rows import column_rows, columns_of
+from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads.catalog import DeletedStackRecord, OrganizationRecord, StackRecord, stack_record
 from firstlume.services.transitions import change_status
 
 DELETED_REASON = "the stack was deleted"
@@ -167,60 +165,14 @@ async def delete_folder(session: AsyncSession, org: OrganizationRecord, path: st
     )
 
 
-# Reads of deleted stacks (admins) ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DeletedStackRecord:
-    id: str
-    deleted_slug: str | None
-    name: str
-    repository: str
-    branch: str
-    path: str
-    created_at: datetime
-    deleted_at: datetime
-    deleted_by: str | None
-
-
-_DELETED_COLUMNS = columns_of(DeletedStackRecord, cast(Table, Stack.__table__))
-
-
-async def deleted_stacks(session: AsyncSession, org_id: str) -> list[DeletedStackRecord]:
-    """The organization's deleted stacks not purged yet, most recently deleted first."""
-    rows = await column_rows(
-        session,
-        select(*_DELETED_COLUMNS)
-        .where(Stack.org_id == org_id, Stack.deleted_at.is_not(None))
-        .order_by(Stack.deleted_at.desc(), Stack.id),
-    )
-    return [DeletedStackRecord(*row) for row in rows]
-
-
 async def deleted_stack(
     session: AsyncSession, org_id: str, stack_id: str
 ) -> tuple[DeletedStackRecord, StackRecord]:
-    found = (
-        await session.scalar(
-            select(Stack).where(Stack.org_id == org_id, Stack.id == stack_id, Stack.deleted_at.is_not(None))
-        )
-        if len(stack_id) <= 64
-        else None
-    )
+    """A deleted stack of the organization, not purged yet (NotFound otherwise)."""
+    found = await catalog_reads.deleted_stack(session, org_id, stack_id)
     if found is None:
         raise NotFound(f"No deleted stack '{stack_id}' in this organization.")
-    record = DeletedStackRecord(
-        found.id,
-        found.deleted_slug,
-        found.name,
-        found.repository,
-        found.branch,
-        found.path,
-        found.created_at,
-        found.deleted_at or utcnow(),
-        found.deleted_by,
-    )
-    return record, stack_record(found)
+    return found
 
 
 # Purge ------------------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ from firstlume.api.validation import command
 from firstlume.domain.state import normalize_unit
 from firstlume.services import catalog, removal
 from firstlume.services.commands import DeleteStack, MoveFolder
+from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import state as state_reads
+from firstlume.services.reads.catalog import DeletedStackRecord
 from firstlume.services.reads.runs import RunPageKey
-from firstlume.services.removal import DeletedStackRecord
 from firstlume.services.state import store
 
 MAX_RUNS = 100
@@ -79,7 +80,7 @@ def deleted_stack_json(stack: DeletedStackRecord, retention_days: float) -> dict
 async def list_deleted_stacks(request: Request) -> Response:
     retention = context_of(request).settings.deleted_stack_retention_days
     async with org_read(request) as (session, _, org):
-        found = await removal.deleted_stacks(session, org.id)
+        found = await catalog_reads.deleted_stacks(session, org.id)
     return JSONResponse({"stacks": [deleted_stack_json(s, retention) for s in found]})
 
 
