@@ -23,7 +23,7 @@ from firstlume.services.access.roles import Role
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context
 from firstlume.services.removal import purge_deleted_stacks
-from support.runs import start
+from support.runs import CREATE_ONE, plan_run, start
 from support.snapshot import snapshot
 from test_graphql_api import data
 from test_state_api import state_doc
@@ -138,12 +138,17 @@ async def test_a_stack_with_an_active_run_is_deleted_only_by_force(
 ) -> None:
     h = tenant.headers
     await new_stack(client, tenant, "net")
+    waiting = await start(ctx, tenant.token, "acme", "net", "apply")
+    assert await plan_run(ctx, CREATE_ONE) == {waiting: "awaiting_approval"}
     queued = await start(ctx, tenant.token, "acme", "net", "plan")
     busy = await refused(await client.delete(f"{O}/stacks/net", headers=h), 409, "stack_busy")
-    assert "#1 (queued)" in busy["message"] and "force=true" in busy["message"]
+    assert "#1 (awaiting_approval), #2 (queued)" in busy["message"] and "force=true" in busy["message"]
+    assert busy["runs"] == [waiting, queued]
     await ok(await client.get(f"{O}/stacks/net", headers=h))  # nothing changed
 
     await ok(await client.delete(f"{O}/stacks/net", params={"force": "true"}, headers=h), 204)
+    discarded = await ok(await client.get(f"{O}/runs/{waiting}", headers=h))
+    assert (discarded["status"], discarded["stack"]) == ("discarded", "net")
     run = await ok(await client.get(f"{O}/runs/{queued}", headers=h))
     assert run["status"] == "canceled" and run["stack"] == "net"
     await refused(await client.get(f"{O}/stacks/net", headers=h), 404, "not_found")
@@ -157,7 +162,7 @@ async def test_a_stack_with_an_active_run_is_deleted_only_by_force(
     assert (deleted["target"], deleted["stack"], deleted["details"]) == (
         "stack:net",
         "net",
-        {"forced": True, "resources": 0, "ended_runs": [queued], "notifications_deleted": []},
+        {"forced": True, "resources": 0, "ended_runs": [waiting, queued], "notifications_deleted": []},
     )
 
 
