@@ -344,6 +344,20 @@ async def test_graphql_renames_moves_and_deletes(
         and gone["slug"] == "network"
         and gone["purgeAfter"] > gone["deletedAt"]
     )
+    listed = await data(client, tenant, '{ organization(slug: "acme") { deletedStacks { slug deletedBy } } }')
+    assert listed == {
+        "organization": {"deletedStacks": [{"slug": "network", "deletedBy": "ada@example.com"}]}
+    }
+    async with ctx.unit() as unit:
+        token = await accounts.create_token(unit.session, "acme", "rita@example.com", role=Role.READER)
+    reader = (
+        await client.post(
+            "/graphql",
+            json={"query": '{ organization(slug: "acme") { deletedStacks { slug } } }'},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    ).json()
+    assert reader["errors"][0]["extensions"]["code"] == "forbidden"
 
     moved = await data(
         client,

@@ -31,10 +31,6 @@ from firstlume.services.transitions import change_status
 DELETED_REASON = "the stack was deleted"
 
 
-def retention_of(days: float) -> timedelta:
-    return timedelta(days=days)
-
-
 def tombstone_slug(stack_id: str) -> str:
     """A deleted stack's slug: unique, and never one a person can give (slugs start with a letter
     or digit), so the stack's own slug is free for a new one."""

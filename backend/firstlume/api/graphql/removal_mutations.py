@@ -4,7 +4,6 @@ Mutation root (schema.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 import strawberry
@@ -18,17 +17,10 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.mutations import Ctx, fresh, org_unit
 from firstlume.api.graphql.types import Folder
+from firstlume.api.graphql.types.catalog import DeletedStack
 from firstlume.api.validation import command
 from firstlume.services import catalog, removal
 from firstlume.services.commands import DeleteStack, MoveFolder
-
-
-@strawberry.type(description="A deleted stack: kept, with its runs and state versions, until `purgeAfter`.")
-class DeletedStack:
-    id: strawberry.ID
-    slug: str
-    deleted_at: datetime
-    purge_after: datetime
 
 
 @strawberry.type
@@ -63,12 +55,7 @@ class RemovalMutation:
                     unit, actor, org_row, stack, command(DeleteStack, {"force": force})
                 )
                 found, _ = await removal.deleted_stack(unit.session, org_row.id, deleted.id)
-            return DeletedStack(
-                id=strawberry.ID(found.id),
-                slug=found.deleted_slug or stack,
-                deleted_at=found.deleted_at,
-                purge_after=found.deleted_at + removal.retention_of(retention),
-            )
+            return DeletedStack.of(found, retention)
 
         return await typed((NotFoundError, ConflictError, InvalidInputError), work)
 

@@ -166,6 +166,7 @@ GRAPHQL: dict[str, Need] = {
     # Notification destinations (their URLs may be secrets, as Slack's are): the admins'.
     "Organization.notifications": A,
     "Organization.audit": A,
+    "Organization.deletedStacks": A,
 }
 
 ROOT_TYPES = ("Query", "Mutation", "Subscription")
