@@ -225,3 +225,22 @@ async def test_the_demo_token_is_reused_and_older_ones_are_revoked(ctx: Context)
             )
             is None
         )
+
+
+async def test_a_deleted_stacks_and_folders_destinations_go_with_them(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    h = tenant.headers
+    await ok(await client.post(f"{O}/stacks", json={"slug": "web", "repository": "file:///r"}, headers=h), 201)
+    await ok(await client.post(f"{O}/folders", json={"path": "prod"}, headers=h), 201)
+    for name, scope in (("on-web", {"stack": "web"}), ("on-prod", {"folder": "prod"}), ("all", {})):
+        body = {"name": name, "url": "http://127.0.0.1:9/x", "events": ["run.failed"], **scope}
+        await ok(await client.post(f"{O}/notifications", json=body, headers=h), 201)
+    await ok(await client.delete(f"{O}/stacks/web", headers=h), 204)
+    await ok(await client.delete(f"{O}/folders/prod", headers=h), 204)
+    left = (await ok(await client.get(f"{O}/notifications", headers=h)))["notifications"]
+    assert [d["name"] for d in left] == ["all"]
+    [stack_row] = await trail(client, tenant, "stack.delete")
+    [folder_row] = await trail(client, tenant, "folder.delete")
+    assert stack_row["details"]["notifications_deleted"] == ["on-web"]
+    assert folder_row["details"]["notifications_deleted"] == ["on-prod"]
