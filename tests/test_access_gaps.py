@@ -231,7 +231,9 @@ async def test_a_deleted_stacks_and_folders_destinations_go_with_them(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
     h = tenant.headers
-    await ok(await client.post(f"{O}/stacks", json={"slug": "web", "repository": "file:///r"}, headers=h), 201)
+    await ok(
+        await client.post(f"{O}/stacks", json={"slug": "web", "repository": "file:///r"}, headers=h), 201
+    )
     await ok(await client.post(f"{O}/folders", json={"path": "prod"}, headers=h), 201)
     for name, scope in (("on-web", {"stack": "web"}), ("on-prod", {"folder": "prod"}), ("all", {})):
         body = {"name": name, "url": "http://127.0.0.1:9/x", "events": ["run.failed"], **scope}
