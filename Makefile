@@ -39,7 +39,7 @@ frontend: $(UI_BUILT)
 run: install frontend
 	scripts/ensure-sandbox.sh
 	$(BIN)/firstlume migrate
-	@echo "Paste these exports into your shell (the demo token is new each time):"
+	@echo "Paste these exports into your shell (the demo token is the same each time: .firstlume/demo-token):"
 	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
 	FIRSTLUME_LOG_FORMAT=text $(BIN)/firstlume serve --host $(HOST) --port $(PORT)
 

@@ -196,6 +196,10 @@ MUTATIONS = {
     "updateNotification": 'updateNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000", input: {name: "x"})',
     "deleteNotification": 'deleteNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
     "testNotification": 'testNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
+    # Refused by what they find (a queued run, no such folder): nothing of the world goes.
+    "deleteStack": 'deleteStack(org: "acme", stack: "web")',
+    "moveFolder": 'moveFolder(org: "acme", path: "no-such-folder", newPath: "g-$n")',
+    "deleteFolder": 'deleteFolder(org: "acme", path: "no-such-folder")',
 }
 QUERIES = {
     "viewer": "viewer { email }",
@@ -279,7 +283,10 @@ SPEC = {
                  "git.rotate_secret", "stacks.update", "Mutation.updateStack", "Mutation.rotateWebhookSecret",
                  *(f"notifications.{n}" for n in ("list", "create", "get", "update", "delete", "deliveries", "test")),
                  "Mutation.createNotification", "Mutation.updateNotification", "Mutation.deleteNotification",
-                 "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit"],
+                 "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit",
+                 "stacks.delete", "folders.update", "folders.delete", "Mutation.deleteStack", "Mutation.moveFolder",
+                 "Mutation.deleteFolder",
+                 *(f"deleted_stacks.{n}" for n in ("list", "get", "runs", "state_versions", "state_version"))],
 }  # fmt: skip
 
 

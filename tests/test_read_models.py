@@ -18,13 +18,15 @@ from sqlalchemy import Row
 import firstlume.services.reads as reads_package
 from conftest import Tenant, make_stack
 from firstlume.db.models import Base
-from firstlume.services import accounts, catalog, inherited, runs
+from firstlume.services import accounts, catalog, inherited, removal, runs
 from firstlume.services.access import members, tokens
 from firstlume.services.access.commands import CreateToken
 from firstlume.services.access.permissions import Open
 from firstlume.services.commands import (
     CancelRun,
     CreateFolder,
+    DeleteStack,
+    MoveFolder,
     PatchSettings,
     PutVariable,
     StartRun,
@@ -114,6 +116,7 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
     o, h = f"/api/v1/orgs/{tenant.org}", tenant.headers
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo", "folder": "prod/eu"})
     await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///repo", "git_https_token": "t0k"})
+    await make_stack(ctx, tenant, {"slug": "old", "repository": "file:///repo"})
     assert (await client.put(f"{o}/variables/region", json={"value": "eu"}, headers=h)).status_code == 200
     applied = await start(ctx, tenant.token, tenant.org, "net", "apply")
     output = {"actions": ["create"], "before": None, "after": "x", "after_unknown": False}
@@ -152,7 +155,10 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
         net = await call(catalog.stack_by_slug, session, org, "net")
         folder = await call(catalog.folder_by_path, session, org, "prod/eu")
         await call(catalog.ensure_folder, session, org, CreateFolder(path="prod/us"))
-        await call(catalog.update_stack, session, org, "web", UpdateStack(name="Web"))
+        await call(catalog.update_stack, session, ctx.keyring, org, "web", UpdateStack(name="Web"))
+        await call(catalog.move_folder, session, org, "prod/us", MoveFolder(path="prod/usa"))
+        await removal.delete_folder(session, org, "prod/usa")  # answers nothing
+        await call(removal.delete_stack, unit, actor, org, "old", DeleteStack())
         await call(inherited.patch_settings, session, folder, PatchSettings(require_approval=True))
         await call(inherited.put_variable, session, ctx.keyring, net, PutVariable(name="size", value="m"))
         await call(members.list_members, session, org.id)
@@ -184,6 +190,8 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
         await call(catalog_reads.subfolders, session, [f.id for f in folders])
         await call(catalog_reads.stack_by_slug, session, org.id, "net")
         await call(catalog_reads.folder_by_path, session, org.id, "prod/eu")
+        [gone] = await call(catalog_reads.deleted_stacks, session, org.id)
+        await call(catalog_reads.deleted_stack, session, org.id, gone.id)
         scopes = [org, folders[0], net]
         await call(setting_reads.effective_settings, session, scopes)
         await call(setting_reads.variables, session, scopes)

@@ -26,6 +26,7 @@ from firstlume.api.rest import (
     git_routes,
     notification_routes,
     org_routes,
+    removal_routes,
     run_routes,
     state_routes,
 )
@@ -156,6 +157,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *health.routes,
         *metrics_route.routes,
         *org_routes.routes,
+        *removal_routes.routes,
         *run_routes.routes,
         *executor_routes.routes,
         *state_routes.routes,

@@ -457,6 +457,14 @@ class Settings(_EnvSettings):
         gt=0,
         description="seconds a replica keeps its claim on a notification being sent before another may send it again",
     )
+    deleted_stack_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "days a deleted stack is kept, with its runs and state versions, readable by admins, "
+            "before it is purged"
+        ),
+    )
     executor_sandbox: Literal["auto", "bubblewrap", "off"] = Field(
         default="auto",
         description=(

@@ -32,6 +32,8 @@ async def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: P
     token = firstlume(
         "token", "create", "--org", "initech", "--user", "peter@example.com", "--name", "laptop"
     )
+    lost = firstlume("token", "create", "--org", "initech", "--user", "peter@example.com", "--name", "old")
+    firstlume("token", "revoke", "--token", lost)
     from firstlume.app import create_app
     from firstlume.settings import Settings
 
@@ -45,8 +47,12 @@ async def test_cli_changes_are_audited_as_the_cli(database_url: str, tmp_path: P
     assert response.status_code == 200, response.text
     rows = response.json()["entries"]
     assert [(r["action"], r["actor"], r["via"]) for r in rows] == [
+        ("token.revoke", "system", "cli"),
+        ("token.create", "system", "cli"),
         ("token.create", "system", "cli"),
         ("organization.create", "system", "cli"),
     ]
-    assert rows[0]["details"] == {"user": "peter@example.com", "name": "laptop"}
-    assert token not in json.dumps(rows)
+    assert rows[2]["details"] == {"user": "peter@example.com", "name": "laptop"}
+    assert rows[0]["details"] == {"user": "peter@example.com", "name": "old"}
+    assert rows[0]["target"] == rows[1]["target"]
+    assert token not in json.dumps(rows) and lost not in json.dumps(rows)

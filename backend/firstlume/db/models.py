@@ -120,6 +120,8 @@ class Folder(Base):
 
 class Stack(Base):
     __tablename__ = "stacks"
+    # A deleted stack's slug is "~<id>" (no slug a person gives starts so): its own is freed for
+    # a new stack at once, and kept in deleted_slug.
     __table_args__ = (UniqueConstraint("org_id", "slug"),)
     id: Mapped[str] = _id()
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
@@ -148,6 +150,11 @@ class Stack(Base):
     git_seen_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Arrival counter: each new run takes the next number under the stack's row lock.
     run_counter: Mapped[int] = mapped_column(Integer, default=0)
+    # A deleted stack is kept, with its runs, state versions and audit entries, for the retention
+    # period (services/removal.py), readable by admins only, then purged; nothing else sees it.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    deleted_by: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    deleted_slug: Mapped[str | None] = mapped_column(String(63), nullable=True)
 
 
 class Variable(Base):

@@ -73,6 +73,23 @@ class StackLocked(Conflict):
     code = "stack_locked"
 
 
+class StackBusy(Conflict):
+    """The stack's runs forbid the change: a run is active (deleting the stack), or one is in a
+    running phase (renaming it: the executor addresses the stack's state by its slug)."""
+
+    code = "stack_busy"
+
+
+class StackHasResources(Conflict):
+    """Deleting a stack whose managed state still holds resources (destroy them first, or force)."""
+
+    code = "stack_has_resources"
+
+
+class FolderNotEmpty(Conflict):
+    code = "folder_not_empty"
+
+
 class StatusChanged(Conflict):
     """A compare-and-set lost: somebody changed the run's status first."""
 

@@ -173,7 +173,8 @@ async def authenticate_in_org(
 
 # The same, and the stack named in the path (None when there is no such stack).
 _ACTOR_IN_STACK = _ACTOR_IN_ORG.add_columns(*STACK_COLUMNS).outerjoin(
-    Stack, (Stack.org_id == Organization.id) & (Stack.slug == bindparam("stack"))
+    Stack,
+    (Stack.org_id == Organization.id) & (Stack.slug == bindparam("stack")) & Stack.deleted_at.is_(None),
 )
 
 
@@ -269,7 +270,7 @@ async def org_for(session: AsyncSession, actor: Actor, slug: str) -> Organizatio
 
 
 _ORG_OF_MEMBER_AND_STACK = _ORG_OF_MEMBER.add_columns(*STACK_COLUMNS).outerjoin(
-    Stack, and_(Stack.org_id == Organization.id, Stack.slug == bindparam("stack"))
+    Stack, and_(Stack.org_id == Organization.id, Stack.slug == bindparam("stack"), Stack.deleted_at.is_(None))
 )
 
 

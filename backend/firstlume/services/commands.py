@@ -208,23 +208,50 @@ class CreateStack(Command):
 
 
 class UpdateStack(Command):
-    """Only the fields given change."""
+    """Only the fields given change. `slug` renames the stack, `folder` moves it (null: to the
+    top level; missing folders are created); a credential given replaces the stored one (its
+    rotation), null removes it."""
 
     noun = "a stack update"
+    slug: Slug | None = None
     name: Annotated[NonBlank, Field(max_length=200)] | None = None
+    folder: FolderPath | None = None
     repository: Annotated[NonBlank, Field(max_length=2000)] | None = None
     branch: Annotated[NonBlank, Field(max_length=255)] | None = None
     path: RelativePath | None = None
     trigger: Annotated[StackTrigger, LAX] | None = None
+    git_https_token: Annotated[NonBlank, Field(max_length=2000)] | None = None
+    git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
+
+    # The fields null takes away (the others cannot be null).
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"folder", "git_https_token", "git_ssh_key"})
+    CREDENTIALS: ClassVar[tuple[str, ...]] = ("git_https_token", "git_ssh_key")
 
     @model_validator(mode="after")
     def _some(self) -> Self:
         if not self.model_fields_set:
-            raise refuse("Send at least one of name, repository, branch, path, trigger.")
-        for name in self.model_fields_set:
+            raise refuse(
+                "Send at least one of slug, name, folder, repository, branch, path, trigger, "
+                "git_https_token, git_ssh_key."
+            )
+        for name in self.model_fields_set - self.NULLABLE:
             if getattr(self, name) is None:
                 raise refuse(f"'{name}' cannot be null; leave it out to keep the current value.")
         return self
+
+
+class DeleteStack(Command):
+    noun = "deleting a stack"
+    # Deletes it although a run is waiting (canceled or discarded) or its state holds resources.
+    force: bool = False
+
+
+class MoveFolder(Command):
+    """The folder's new path: a new last segment renames it, a new parent moves it (with what it
+    holds); missing parents are created."""
+
+    noun = "a folder update"
+    path: FolderPath
 
 
 class RotateWebhookSecret(Command):

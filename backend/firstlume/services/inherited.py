@@ -6,14 +6,14 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Folder, Organization, Stack, Variable
+from firstlume.db.models import Folder, Membership, Organization, Stack, User, Variable
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import SECRET_SETTINGS, AuditAction
-from firstlume.domain.errors import NotFound
+from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.inheritance import Level, Resolved, resolve_variables
 from firstlume.services import audit
 from firstlume.services.catalog import folder_chain
@@ -62,6 +62,8 @@ async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSett
     changes = {name: value for name, value in command.changes().items() if getattr(scope, name) != value}
     if not changes:
         return scope
+    if changes.get("approvers"):
+        await _refuse_outsiders(session, org_id_of(scope), changes["approvers"])
     table = _TABLES[type(scope)]
     await session.execute(update(table).where(table.id == scope.id).values(**changes))
     changed = [
@@ -79,6 +81,29 @@ async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSett
         stack=_audit_stack(scope),
     )
     return replace(scope, **changes)
+
+
+async def _refuse_outsiders(session: AsyncSession, org_id: str, approvers: list[str]) -> None:
+    """Approvers who are not members of the organization could never approve, so every run
+    awaiting approval would wait for ever: refused, naming them."""
+    wanted = {p.partition(":")[2].lower(): p for p in approvers if p.startswith("user:")}
+    if not wanted:
+        return
+    members = await session.scalars(
+        select(func.lower(User.email))
+        .join(Membership, Membership.user_id == User.id)
+        .where(Membership.org_id == org_id, func.lower(User.email).in_(list(wanted)))
+    )
+    outsiders = [wanted[email] for email in wanted.keys() - set(members)]
+    if outsiders:
+        outsiders.sort()
+        names = ", ".join(p.partition(":")[2] for p in outsiders)
+        raise InvalidRequest(
+            f"'approvers' may name members of this organization only; not members: {names}. "
+            "Add them as members first (PUT /members/<email>), or name a group.",
+            field="approvers",
+            not_members=outsiders,
+        )
 
 
 # Variables -------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from firstlume.db.bulk import count_failed_resources, move_change_states
 from firstlume.db.models import PhaseToken, Run, RunStatusChange, RunStep, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.effects import Effects, effects_of
-from firstlume.domain.errors import StackLocked, StatusChanged
+from firstlume.domain.errors import NotFound, StackLocked, StatusChanged
 from firstlume.domain.runs import FINISHED, HOLDS_LOCK, INITIAL, RunStatus, StepStatus, check_transition
 from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
@@ -35,7 +35,8 @@ _HISTORY = cast(Table, RunStatusChange.__table__)
 _stacks = cast(Table, Stack.__table__)
 _NEXT_NUMBER = (
     update(_stacks)
-    .where(_stacks.c.id == bindparam("stack_id"))
+    # A deleted stack starts no run, whatever found it before it was deleted.
+    .where(_stacks.c.id == bindparam("stack_id"), _stacks.c.deleted_at.is_(None))
     .values(run_counter=_stacks.c.run_counter + 1)
     .returning(_stacks.c.run_counter)
 )
@@ -138,7 +139,10 @@ async def _insert(
     for name, value in values.items():
         setattr(run, name, value)
     session = unit.session
-    run.number = (await session.execute(_NEXT_NUMBER, {"stack_id": run.stack_id})).scalar_one()
+    number = (await session.execute(_NEXT_NUMBER, {"stack_id": run.stack_id})).scalar_one_or_none()
+    if number is None:
+        raise NotFound("The stack was deleted.")
+    run.number = number
     session.add(run)
     await session.flush()
     counted = await session.execute(

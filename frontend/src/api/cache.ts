@@ -81,6 +81,21 @@ export const cacheExchange = graphcache({
       rotateWebhookSecret(_result, args, cache) {
         invalidateField(cache, cache.keyOfEntity(organization(args.org)), "webhookSecretSetAt");
       },
+      // A renamed, moved or deleted stack or folder changes the tree, and what inherits from where.
+      updateStack(_result, args, cache) {
+        invalidateTree(cache, args.org);
+        invalidateLevels(cache, args.org);
+      },
+      deleteStack(_result, args, cache) {
+        invalidateTree(cache, args.org);
+      },
+      moveFolder(_result, args, cache) {
+        invalidateTree(cache, args.org);
+        invalidateLevels(cache, args.org);
+      },
+      deleteFolder(_result, args, cache) {
+        invalidateTree(cache, args.org);
+      },
       updateSettings(_result, args, cache) {
         invalidateLevels(cache, args.org);
       },

@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { ManageFolder, ManageStack } from "../components/Manage";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
 import { originLabel } from "../format";
 import {
@@ -114,6 +115,7 @@ export function FolderSettingsPage() {
         own={folder.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, outer, folder.variables)}
       />
+      {data.organization.viewerRole === "admin" && <ManageFolder key={folder.path} org={org} path={folder.path} />}
     </div>
   );
 }
@@ -137,6 +139,13 @@ export function StackSettingsPage() {
         own={stack.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, chain(stack.folder?.path), stack.variables)}
       />
+      {data.organization.viewerRole === "admin" && (
+        <ManageStack
+          key={`${stack.slug}|${stack.folder?.path ?? ""}|${stack.name}`}
+          org={org}
+          stack={{ slug: stack.slug, name: stack.name, folder: stack.folder?.path ?? null, gitAuth: stack.gitAuth }}
+        />
+      )}
     </div>
   );
 }

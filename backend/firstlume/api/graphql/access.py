@@ -142,7 +142,8 @@ class AccessMutation:
         return await typed((NotFoundError, InvalidInputError), work)
 
     @strawberry.mutation(
-        description="Revokes one of the caller's tokens: refused at once, subscriptions closed."
+        description="Revokes one of the caller's tokens, or (an admin) another member's: refused at once, "
+        "subscriptions closed. Audited."
     )
     async def revoke_token(self, info: Ctx, org: str, id: strawberry.ID) -> RevokeTokenResult:
         async def work() -> Token:

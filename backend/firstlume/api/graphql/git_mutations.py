@@ -7,7 +7,13 @@ from typing import Annotated
 
 import strawberry
 
-from firstlume.api.graphql.errors import InvalidInputError, NotFoundError, typed
+from firstlume.api.graphql.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    typed,
+)
 from firstlume.api.graphql.mutations import Ctx, fresh, org_unit
 from firstlume.api.graphql.types import Stack
 from firstlume.api.validation import command
@@ -24,16 +30,24 @@ class WebhookSecret:
 
 
 UpdateStackResult = Annotated[
-    Stack | NotFoundError | InvalidInputError, strawberry.union("UpdateStackResult")
+    Stack | NotFoundError | InvalidInputError | AlreadyExistsError | ConflictError,
+    strawberry.union("UpdateStackResult"),
 ]
 RotateWebhookSecretResult = Annotated[
     WebhookSecret | NotFoundError, strawberry.union("RotateWebhookSecretResult")
 ]
 
 
-@strawberry.input(description="Only the fields given change.")
+@strawberry.input(
+    description="Only the fields given change. `slug` renames the stack, `folder` moves it (null: the top "
+    "level); a Git credential given replaces the stored one, null removes it (write-only)."
+)
 class UpdateStackInput:
+    slug: str | None = strawberry.UNSET
     name: str | None = strawberry.UNSET
+    folder: str | None = strawberry.UNSET
+    git_https_token: str | None = strawberry.UNSET
+    git_ssh_key: str | None = strawberry.UNSET
     repository: str | None = strawberry.UNSET
     branch: str | None = strawberry.UNSET
     path: str | None = strawberry.UNSET
@@ -45,7 +59,10 @@ class UpdateStackInput:
 
 @strawberry.type
 class GitMutation:
-    @strawberry.mutation(description="Changes a stack's name, repository, branch, path or trigger.")
+    @strawberry.mutation(
+        description="Changes a stack's slug (rename), name, folder (move), repository, branch, path, trigger "
+        "or Git credentials (rotate or remove)."
+    )
     async def update_stack(
         self, info: Ctx, org: str, stack: str, input: UpdateStackInput
     ) -> UpdateStackResult:
@@ -54,13 +71,13 @@ class GitMutation:
         async def work() -> Stack:
             async with org_unit(info, org) as (unit, _, org_row):
                 updated, rebase = await catalog.update_stack(
-                    unit.session, org_row, stack, command(UpdateStack, given)
+                    unit.session, info.context.app.keyring, org_row, stack, command(UpdateStack, given)
                 )
             if rebase:
                 await set_baseline(info.context.app, updated.id)
             return Stack(row=updated, loaders=fresh(info))
 
-        return await typed((NotFoundError, InvalidInputError), work)
+        return await typed((NotFoundError, InvalidInputError, AlreadyExistsError, ConflictError), work)
 
     @strawberry.mutation(
         description="Creates or replaces the organization's webhook secret (admin) and returns it this once."

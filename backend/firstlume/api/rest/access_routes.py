@@ -53,8 +53,9 @@ async def delete_member(request: Request) -> Response:
 
 @endpoint
 async def list_tokens(request: Request) -> Response:
-    async with org_read(request) as (session, actor, _):
-        rows = await tokens.list_tokens(session, actor)
+    async with org_read(request, "member") as (session, actor, org):
+        member = request.query_params.get("member")
+        rows = await tokens.list_tokens(session, actor, org, member[:320] if member is not None else None)
         return JSONResponse({"tokens": [token_json(r) for r in rows]})
 
 

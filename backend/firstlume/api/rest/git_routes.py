@@ -94,7 +94,7 @@ async def update_stack(request: Request) -> Response:
     async with org_request(request) as (unit, _, org):
         check_query(request)
         stack, rebase = await catalog.update_stack(
-            unit.session, org, request.path_params["stack"], command(UpdateStack, body)
+            unit.session, ctx.keyring, org, request.path_params["stack"], command(UpdateStack, body)
         )
         paths = await catalog_reads.folder_paths(unit.session, [stack])
     if rebase:

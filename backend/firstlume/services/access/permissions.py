@@ -102,6 +102,15 @@ REST: dict[str, Need] = {
     "git.rotate_secret": A,
     "git.deliveries": R,
     "stacks.update": A,
+    # deleting and moving things, and the deleted stacks kept for the retention period
+    "stacks.delete": A,
+    "folders.update": A,
+    "folders.delete": A,
+    "deleted_stacks.list": A,
+    "deleted_stacks.get": A,
+    "deleted_stacks.runs": A,
+    "deleted_stacks.state_versions": A,
+    "deleted_stacks.state_version": A,
     # drift schedules' results, and notifications (their URLs and secrets are the admins')
     # the audit trail: who changed what, the admins'
     "audit.list": A,
@@ -138,6 +147,9 @@ GRAPHQL: dict[str, Need] = {
     "Mutation.createToken": R,
     "Mutation.revokeToken": R,
     "Mutation.updateStack": A,
+    "Mutation.deleteStack": A,
+    "Mutation.moveFolder": A,
+    "Mutation.deleteFolder": A,
     "Mutation.rotateWebhookSecret": A,
     "Mutation.createNotification": A,
     "Mutation.updateNotification": A,
@@ -154,6 +166,7 @@ GRAPHQL: dict[str, Need] = {
     # Notification destinations (their URLs may be secrets, as Slack's are): the admins'.
     "Organization.notifications": A,
     "Organization.audit": A,
+    "Organization.deletedStacks": A,
 }
 
 ROOT_TYPES = ("Query", "Mutation", "Subscription")

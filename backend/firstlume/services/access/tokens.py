@@ -8,16 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
-from sqlalchemy import Table, or_, select, update
+from sqlalchemy import Table, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import hash_token, new_token
-from firstlume.db.models import ApiToken
+from firstlume.db.models import ApiToken, Membership, User
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.services import audit
 from firstlume.services.access.commands import CreateToken
+from firstlume.services.access.roles import Role, check_role
 from firstlume.services.context import Actor, Context, Unit
 from firstlume.services.reads.catalog import OrganizationRecord
 from firstlume.services.reads.rows import column_rows, columns_of, record_of
@@ -44,12 +45,27 @@ class NewToken:
     token: str  # shown once
 
 
-async def list_tokens(session: AsyncSession, actor: Actor) -> list[TokenRecord]:
-    """The caller's own tokens, not revoked, newest first."""
+async def list_tokens(
+    session: AsyncSession, actor: Actor, org: OrganizationRecord | None = None, member: str | None = None
+) -> list[TokenRecord]:
+    """The caller's own tokens, not revoked, newest first; with `member` (an email), that member's
+    of `org`, which only its admins may list (to find the one to revoke)."""
+    user_id = actor.user_id
+    if member is not None and member.lower() != actor.email.lower():
+        assert org is not None
+        check_role(await _role_in(session, org, actor.user_id), Role.ADMIN)
+        found = await session.scalar(
+            select(User.id)
+            .join(Membership, Membership.user_id == User.id)
+            .where(func.lower(User.email) == member.lower(), Membership.org_id == org.id)
+        )
+        if found is None:
+            raise NotFound(f"No member '{member}' in this organization.")
+        user_id = found
     rows = await column_rows(
         session,
         select(*_COLUMNS)
-        .where(ApiToken.user_id == actor.user_id, ApiToken.revoked_at.is_(None))
+        .where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None))
         .order_by(ApiToken.created_at.desc(), ApiToken.id),
     )
     return [TokenRecord(*row) for row in rows]
@@ -77,18 +93,44 @@ async def create_token(
 
 
 async def revoke_token(unit: Unit, actor: Actor, token_id: str, org: OrganizationRecord) -> TokenRecord:
-    """Revokes one of the caller's own tokens (another's is not found)."""
+    """Revokes one of the caller's own tokens, or, by an admin of `org`, a token of another of its
+    members (an admin's way to cut off a lost laptop's or a departed member's token). A token of
+    someone who is not a member of `org` is not found, whoever asks."""
     row = await unit.session.scalar(
-        select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == actor.user_id).with_for_update()
+        select(ApiToken).where(ApiToken.id == token_id).with_for_update()
         if isinstance(token_id, str) and len(token_id) <= 64
         else select(ApiToken).where(ApiToken.id.is_(None))
     )
+    owner = actor.email
+    if row is not None and row.user_id != actor.user_id:
+        found = await _member_email(unit.session, org, row.user_id)
+        if found is None:
+            row = None
+        else:
+            check_role(await _role_in(unit.session, org, actor.user_id), Role.ADMIN)
+            owner = found
     if row is None or row.revoked_at is not None:
         raise NotFound(f"You have no token '{token_id}'.")
     row.revoked_at = utcnow()
     await unit.session.flush()
-    await audit.record(unit.session, org, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name})
+    await audit.record(
+        unit.session, org, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name, "user": owner}
+    )
     return record_of(TokenRecord, row)
+
+
+async def _member_email(session: AsyncSession, org: OrganizationRecord, user_id: str) -> str | None:
+    return await session.scalar(
+        select(User.email)
+        .join(Membership, Membership.user_id == User.id)
+        .where(User.id == user_id, Membership.org_id == org.id)
+    )
+
+
+async def _role_in(session: AsyncSession, org: OrganizationRecord, user_id: str) -> str | None:
+    return await session.scalar(
+        select(Membership.role).where(Membership.org_id == org.id, Membership.user_id == user_id)
+    )
 
 
 # A token's last use is written at most this often: not a write per request.
@@ -96,7 +138,8 @@ LAST_USED_PRECISION = timedelta(minutes=1)
 
 
 async def revoke_by_admin(session: AsyncSession, token_id: str | None, token: str | None) -> str:
-    """The CLI's revocation (whoever owns the token): by id, or by the token itself."""
+    """The CLI's revocation (whoever owns the token): by id, or by the token itself. Recorded in
+    the audit trail of every organization the token's owner belongs to (where it worked)."""
     if (token_id is None) == (token is None):
         raise InvalidRequest("Give the token's id, or --token with the token itself (one of them).")
     where = (
@@ -107,6 +150,11 @@ async def revoke_by_admin(session: AsyncSession, token_id: str | None, token: st
         raise NotFound("No such token (or it is revoked already).")
     row.revoked_at = utcnow()
     await session.flush()
+    owner = await session.scalar(select(User.email).where(User.id == row.user_id))
+    for org_id in await session.scalars(select(Membership.org_id).where(Membership.user_id == row.user_id)):
+        await audit.record(
+            session, org_id, AuditAction.TOKEN_REVOKE, f"token:{row.id}", {"name": row.name, "user": owner}
+        )
     return row.id
 
 

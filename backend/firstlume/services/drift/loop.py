@@ -11,6 +11,7 @@ from firstlume.background import BackgroundService
 from firstlume.db.types import utcnow
 from firstlume.services.context import Context
 from firstlume.services.drift.schedule import forget_old_slots, queue_due_runs
+from firstlume.services.removal import purge_deleted_stacks
 
 log = logging.getLogger("firstlume.drift")
 
@@ -56,6 +57,12 @@ class DriftScheduler(BackgroundService):
         self.queued += queued
         if self._cleaned_at is None or now - self._cleaned_at >= CLEANUP_EVERY:
             await forget_old_slots(self.ctx, now)
+            # The hourly cleanup also purges the stacks deleted longer ago than the retention.
+            retention = timedelta(days=self.ctx.settings.deleted_stack_retention_days)
+            async with self.ctx.db.transaction() as session:
+                purged = await purge_deleted_stacks(session, now, retention)
+            if purged:
+                log.info("purged %d stack(s) deleted more than %s ago", len(purged), retention)
             self._cleaned_at = now
         if queued:
             log.info("queued %d drift run(s) for the slot of %s", len(queued), now.isoformat())

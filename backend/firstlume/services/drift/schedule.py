@@ -57,11 +57,18 @@ async def due_slots(ctx: Context, now: datetime) -> list[Due]:
             await session.scalars(select(Organization.id).where(Organization.drift_schedule.is_not(None)))
         )
         org_ids |= set(await session.scalars(select(Folder.org_id).where(Folder.drift_schedule.is_not(None))))
-        org_ids |= set(await session.scalars(select(Stack.org_id).where(Stack.drift_schedule.is_not(None))))
+        org_ids |= set(
+            await session.scalars(
+                select(Stack.org_id).where(Stack.drift_schedule.is_not(None), Stack.deleted_at.is_(None))
+            )
+        )
         if not org_ids:
             return []
         rows = await column_rows(
-            session, select(*STACK_COLUMNS).where(Stack.org_id.in_(org_ids)).order_by(Stack.id)
+            session,
+            select(*STACK_COLUMNS)
+            .where(Stack.org_id.in_(org_ids), Stack.deleted_at.is_(None))
+            .order_by(Stack.id),
         )
         stacks = [StackRecord(*row) for row in rows]
         resolved = await effective_settings(session, stacks)

@@ -117,7 +117,7 @@ async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body:
         stacks = [
             view_of(ctx, stack)
             for stack in await session.scalars(
-                select(Stack).where(Stack.org_id == org.id).order_by(Stack.slug)
+                select(Stack).where(Stack.org_id == org.id, Stack.deleted_at.is_(None)).order_by(Stack.slug)
             )
             if follows(stack, push.repository_urls, branch)
         ]

@@ -58,7 +58,9 @@ async def claim_poll(ctx: Context, interval: float, holder: str) -> bool:
 
 async def triggered_stacks(ctx: Context) -> list[StackView]:
     async with ctx.db.read() as session:
-        stacks = await session.scalars(select(Stack).where(Stack.trigger != StackTrigger.MANUAL))
+        stacks = await session.scalars(
+            select(Stack).where(Stack.trigger != StackTrigger.MANUAL, Stack.deleted_at.is_(None))
+        )
         return [view_of(ctx, stack) for stack in stacks]
 
 

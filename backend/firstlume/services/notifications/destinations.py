@@ -11,7 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import KeyRing
 from firstlume.db.models_drift import NotificationDelivery, NotificationDestination
 from firstlume.db.types import utcnow
+from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
+from firstlume.services import audit
 from firstlume.services.catalog import folder_by_path, stack_by_slug
 from firstlume.services.commands import CreateNotification, PatchNotification
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
@@ -90,7 +92,30 @@ async def create_destination(
     if command.secret is not None:
         destination.secret_sealed = keyring.encrypt_text(command.secret, _secret_context(destination.id))
     await session.flush()
+    await audit.record(
+        session,
+        org,
+        AuditAction.NOTIFICATION_CREATE,
+        _target(destination),
+        {**_described(destination), "folder": command.folder},
+        stack=command.stack,
+    )
     return destination.id
+
+
+def _target(destination: NotificationDestination) -> str:
+    return f"notification:{destination.id}"
+
+
+def _described(destination: NotificationDestination) -> dict[str, object]:
+    """A destination as its audit rows show it: whether it signs, never its secret."""
+    return {
+        "name": destination.name,
+        "url": audit.without_credentials(destination.url),
+        "events": list(destination.events),
+        "format": destination.format,
+        "signed": destination.secret_sealed is not None,
+    }
 
 
 async def patch_destination(
@@ -119,10 +144,21 @@ async def patch_destination(
         )
     destination.updated_at = utcnow()
     await session.flush()
+    described = _described(destination)
+    changed: dict[str, object] = {
+        name: described[name] for name in ("name", "url", "events", "format") if name in given
+    }
+    if "secret" in given:
+        changed["signed"] = described["signed"]
+    await audit.record(session, org, AuditAction.NOTIFICATION_UPDATE, _target(destination), changed)
 
 
 async def delete_destination(session: AsyncSession, org: OrganizationRecord, destination_id: str) -> None:
-    await session.delete(await _destination_in_org(session, org, destination_id))
+    destination = await _destination_in_org(session, org, destination_id)
+    await audit.record(
+        session, org, AuditAction.NOTIFICATION_DELETE, _target(destination), {"name": destination.name}
+    )
+    await session.delete(destination)
     await session.flush()
 
 

@@ -67,6 +67,21 @@ class StackRecord:
     forbid_self_approval: bool | None
 
 
+@dataclass(frozen=True, slots=True)
+class DeletedStackRecord:
+    """A deleted stack kept for the retention period (services/removal.py), as admins see it."""
+
+    id: str
+    deleted_slug: str | None
+    name: str
+    repository: str
+    branch: str
+    path: str
+    created_at: datetime
+    deleted_at: datetime
+    deleted_by: str | None
+
+
 def git_auth(https_token_sealed: object, ssh_key_sealed: object) -> str | None:
     return "https_token" if https_token_sealed else "ssh_key" if ssh_key_sealed else None
 
@@ -79,6 +94,7 @@ _GIT_AUTH = case(
 ORG_COLUMNS = columns_of(OrganizationRecord, cast(Table, Organization.__table__))
 FOLDER_COLUMNS = columns_of(FolderRecord, cast(Table, Folder.__table__))
 STACK_COLUMNS = columns_of(StackRecord, cast(Table, Stack.__table__), git_auth=_GIT_AUTH)
+DELETED_STACK_COLUMNS = columns_of(DeletedStackRecord, cast(Table, Stack.__table__))
 
 
 def org_record(org: Organization) -> OrganizationRecord:
@@ -133,11 +149,15 @@ async def folder_paths(session: AsyncSession, stacks: Iterable[StackRecord]) -> 
 
 
 async def stacks_of_orgs(session: AsyncSession, org_ids: Sequence[str]) -> list[list[StackRecord]]:
-    return _grouped(await _stacks(session, Stack.org_id.in_(set(org_ids))), "org_id", org_ids)
+    live = Stack.deleted_at.is_(None)
+    return _grouped(await _stacks(session, Stack.org_id.in_(set(org_ids)), live), "org_id", org_ids)
 
 
 async def stacks_in_folders(session: AsyncSession, folder_ids: Sequence[str]) -> list[list[StackRecord]]:
-    return _grouped(await _stacks(session, Stack.folder_id.in_(set(folder_ids))), "folder_id", folder_ids)
+    live = Stack.deleted_at.is_(None)
+    return _grouped(
+        await _stacks(session, Stack.folder_id.in_(set(folder_ids)), live), "folder_id", folder_ids
+    )
 
 
 async def folders_of_orgs(session: AsyncSession, org_ids: Sequence[str]) -> list[list[FolderRecord]]:
@@ -150,7 +170,7 @@ async def subfolders(session: AsyncSession, parent_ids: Sequence[str]) -> list[l
 
 # Built once: a stack's page reads it on every request.
 _STACK_BY_SLUG = select(*STACK_COLUMNS).where(
-    Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug")
+    Stack.org_id == bindparam("org_id"), Stack.slug == bindparam("slug"), Stack.deleted_at.is_(None)
 )
 
 
@@ -162,3 +182,32 @@ async def stack_by_slug(session: AsyncSession, org_id: str, slug: str) -> StackR
 async def folder_by_path(session: AsyncSession, org_id: str, path: str) -> FolderRecord | None:
     found = await _folders(session, Folder.org_id == org_id, Folder.path == path.strip("/"))
     return found[0] if found else None
+
+
+async def deleted_stacks(session: AsyncSession, org_id: str) -> list[DeletedStackRecord]:
+    """The organization's deleted stacks not purged yet, most recently deleted first."""
+    rows = await column_rows(
+        session,
+        select(*DELETED_STACK_COLUMNS)
+        .where(Stack.org_id == org_id, Stack.deleted_at.is_not(None))
+        .order_by(Stack.deleted_at.desc(), Stack.id),
+    )
+    return [DeletedStackRecord(*row) for row in rows]
+
+
+async def deleted_stack(
+    session: AsyncSession, org_id: str, stack_id: str
+) -> tuple[DeletedStackRecord, StackRecord] | None:
+    """One deleted stack, as admins see it and as the stack it was (for its runs and state)."""
+    if not isinstance(stack_id, str) or len(stack_id) > 64:
+        return None
+    rows = await column_rows(
+        session,
+        select(*DELETED_STACK_COLUMNS, *STACK_COLUMNS).where(
+            Stack.org_id == org_id, Stack.id == stack_id, Stack.deleted_at.is_not(None)
+        ),
+    )
+    if not rows:
+        return None
+    split = len(DELETED_STACK_COLUMNS)
+    return DeletedStackRecord(*rows[0][:split]), StackRecord(*rows[0][split:])

@@ -86,7 +86,9 @@ async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
     """One line per stack of the organization, by slug."""
     stacks = (
         await session.execute(
-            select(Stack.id, Stack.slug, Stack.name).where(Stack.org_id == org_id).order_by(Stack.slug)
+            select(Stack.id, Stack.slug, Stack.name)
+            .where(Stack.org_id == org_id, Stack.deleted_at.is_(None))
+            .order_by(Stack.slug)
         )
     ).all()
     ranked = _finished_drift(

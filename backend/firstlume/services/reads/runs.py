@@ -435,7 +435,7 @@ async def details(
     missing_stacks = {r.stack_id for r in runs} - slugs.keys()
     if missing_stacks:
         slugs.update(
-            (await session.execute(select(Stack.id, Stack.slug).where(Stack.id.in_(missing_stacks)))).all()
+            (await session.execute(select(Stack.id, _STACK_SLUG).where(Stack.id.in_(missing_stacks)))).all()
         )
     people = dict(known_emails or {})
     missing_people = sorted(
@@ -467,13 +467,15 @@ async def details(
     ]
 
 
+# A deleted stack's runs name it by the slug it had (services/removal.py).
+_STACK_SLUG = func.coalesce(Stack.deleted_slug, Stack.slug)
 # Built once: aliases made per call would cost SQLAlchemy an adaptation of every column each time.
 _creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
 # The run's steps come in the same statement, one row each (a run has a handful).
 _DETAILS = (
     select(
         *RUN_COLUMNS,
-        Stack.slug,
+        _STACK_SLUG,
         _creator.email,
         _approver.email,
         case((Run.status == QUEUED, _AHEAD)),

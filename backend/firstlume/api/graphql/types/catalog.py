@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import strawberry
@@ -32,7 +32,7 @@ from firstlume.services.context import Actor
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import runs as run_reads
-from firstlume.services.reads.catalog import FolderRecord, OrganizationRecord, StackRecord
+from firstlume.services.reads.catalog import DeletedStackRecord, FolderRecord, OrganizationRecord, StackRecord
 from firstlume.services.reads.runs import RunFilter, RunPageKey
 
 MAX_PAGE_SIZE = 100
@@ -64,6 +64,29 @@ class Viewer:
     )
     async def tokens(self) -> list[Token]:
         return await tokens_of(self.loaders.reads, self.actor)
+
+
+@strawberry.type(
+    description="A deleted stack, kept with its runs and state versions until `purgeAfter` (admins read it)."
+)
+class DeletedStack:
+    id: strawberry.ID
+    slug: str
+    name: str
+    deleted_at: datetime
+    deleted_by: str | None
+    purge_after: datetime
+
+    @classmethod
+    def of(cls, record: DeletedStackRecord, retention_days: float) -> DeletedStack:
+        return cls(
+            id=strawberry.ID(record.id),
+            slug=record.deleted_slug or "",
+            name=record.name,
+            deleted_at=record.deleted_at,
+            deleted_by=record.deleted_by,
+            purge_after=record.deleted_at + timedelta(days=retention_days),
+        )
 
 
 @strawberry.type
@@ -208,6 +231,13 @@ class Organization:
     @strawberry.field(description="Notification destinations, oldest first.")
     async def notifications(self) -> list[NotificationDestination]:
         return await drift_types.destinations(self.loaders, self.row.id)
+
+    @strawberry.field(description="Deleted stacks not purged yet, most recently deleted first (admins).")
+    async def deleted_stacks(self) -> list[DeletedStack]:
+        retention = self.loaders.ctx.settings.deleted_stack_retention_days
+        async with self.loaders.reads.session() as session:
+            found = await catalog_reads.deleted_stacks(session, self.row.id)
+        return [DeletedStack.of(d, retention) for d in found]
 
 
 @strawberry.type

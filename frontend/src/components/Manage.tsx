@@ -1,0 +1,205 @@
+import { useState, type FormEvent } from "react";
+import { useNavigate } from "react-router";
+import { useAction, useMutate } from "../api/hooks";
+import { DeleteFolderDocument, DeleteStackDocument, ManageStackDocument, MoveFolderDocument, type GitAuth } from "../graphql/generated";
+import { Card, ErrorBox } from "./ui";
+
+type StackFacts = { slug: string; name: string; folder: string | null; gitAuth: GitAuth | null | undefined };
+
+const CREDENTIAL: Record<GitAuth, string> = { HTTPS_TOKEN: "an HTTPS token", SSH_KEY: "an SSH key" };
+
+/** A stack's rename, move, Git credentials and deletion (admins; the server checks). */
+export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) {
+  const mutate = useMutate();
+  const navigate = useNavigate();
+  const [form, setForm] = useState({ slug: stack.slug, name: stack.name, folder: stack.folder ?? "" });
+  const [secret, setSecret] = useState({ kind: "gitHttpsToken" as "gitHttpsToken" | "gitSshKey", value: "" });
+  const [confirming, setConfirming] = useState(false);
+  const [force, setForce] = useState(false);
+  const rename = useAction();
+  const credentials = useAction();
+  const removal = useAction();
+
+  function save(event: FormEvent) {
+    event.preventDefault();
+    void rename.run(async () => {
+      const input: Record<string, string | null> = {};
+      if (form.slug.trim() !== stack.slug) input.slug = form.slug.trim();
+      if (form.name.trim() !== stack.name) input.name = form.name.trim();
+      if (form.folder.trim() !== (stack.folder ?? "")) input.folder = form.folder.trim() || null;
+      if (Object.keys(input).length === 0) return "Nothing to save: change the slug, the name or the folder first.";
+      const { updateStack } = await mutate(ManageStackDocument, { org, stack: stack.slug, input });
+      if (updateStack.__typename !== "Stack") return updateStack.message;
+      navigate(`/orgs/${org}/stacks/${updateStack.slug}/settings`, { replace: true });
+    });
+  }
+
+  function setCredential(value: string | null) {
+    void credentials.run(async () => {
+      const input = value === null ? { gitHttpsToken: null, gitSshKey: null } : { [secret.kind]: value };
+      const { updateStack } = await mutate(ManageStackDocument, { org, stack: stack.slug, input });
+      if (updateStack.__typename !== "Stack") return updateStack.message;
+      setSecret({ ...secret, value: "" });
+    });
+  }
+
+  function remove() {
+    void removal.run(async () => {
+      const { deleteStack } = await mutate(DeleteStackDocument, { org, stack: stack.slug, force });
+      if (deleteStack.__typename !== "DeletedStack") return deleteStack.message;
+      navigate(`/orgs/${org}/stacks`);
+    });
+  }
+
+  return (
+    <Card title="Manage this stack" className="manage">
+      <form className="form-grid" onSubmit={save} aria-label="Rename or move the stack">
+        <label>
+          Slug
+          <input value={form.slug} onChange={(e) => setForm({ ...form, slug: e.target.value })} required />
+          <span className="hint">Renaming changes its address; the old one stops working.</span>
+        </label>
+        <label>
+          Name
+          <input value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
+        </label>
+        <label className="wide">
+          Folder <span className="muted">(empty: top level)</span>
+          <input value={form.folder} onChange={(e) => setForm({ ...form, folder: e.target.value })} placeholder="prod/eu" />
+        </label>
+        <div className="wide form-actions">
+          <button className="btn primary" type="submit" disabled={rename.busy}>
+            Save name and place
+          </button>
+        </div>
+      </form>
+      <ErrorBox error={rename.error} title="The stack was not changed." />
+
+      <form
+        className="form-row"
+        aria-label="Git credentials"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setCredential(secret.value);
+        }}
+      >
+        <label>
+          Credential
+          <select value={secret.kind} onChange={(e) => setSecret({ ...secret, kind: e.target.value as typeof secret.kind })}>
+            <option value="gitHttpsToken">HTTPS token</option>
+            <option value="gitSshKey">SSH private key</option>
+          </select>
+        </label>
+        <label className="grow">
+          New value <span className="muted">(write-only)</span>
+          <input type="password" autoComplete="off" value={secret.value} onChange={(e) => setSecret({ ...secret, value: e.target.value })} required />
+          <span className="hint" data-testid="git-auth">
+            {stack.gitAuth ? `The stack has ${CREDENTIAL[stack.gitAuth]}; a new one replaces it.` : "The stack has no Git credential."}
+          </span>
+        </label>
+        <button className="btn" type="submit" disabled={credentials.busy}>
+          Replace credential
+        </button>
+        {stack.gitAuth && (
+          <button className="btn danger-outline" type="button" disabled={credentials.busy} onClick={() => setCredential(null)}>
+            Remove credential
+          </button>
+        )}
+      </form>
+      <ErrorBox error={credentials.error} title="The credentials were not changed." />
+
+      <div className="form-row">
+        {confirming ? (
+          <div className="alert alert-danger confirm grow">
+            <div>
+              <strong>Delete stack “{stack.slug}”?</strong> It disappears at once; its runs, state versions and audit entries are kept
+              for the retention period, readable by admins.
+              <label className="inline">
+                <input type="checkbox" checked={force} onChange={(e) => setForce(e.target.checked)} /> Force: end its waiting runs
+                and leave any resources in its state unmanaged
+              </label>
+            </div>
+            <div className="actions">
+              <button className="btn" onClick={() => setConfirming(false)}>
+                Keep it
+              </button>
+              <button className="btn danger" disabled={removal.busy} onClick={remove}>
+                Delete the stack
+              </button>
+            </div>
+          </div>
+        ) : (
+          <button className="btn danger-outline" onClick={() => setConfirming(true)}>
+            Delete stack…
+          </button>
+        )}
+      </div>
+      <ErrorBox error={removal.error} title="The stack was not deleted." />
+    </Card>
+  );
+}
+
+/** A folder's rename or move, and its deletion when empty (admins; the server checks). */
+export function ManageFolder({ org, path }: { org: string; path: string }) {
+  const mutate = useMutate();
+  const navigate = useNavigate();
+  const [newPath, setNewPath] = useState(path);
+  const [confirming, setConfirming] = useState(false);
+  const move = useAction();
+  const removal = useAction();
+
+  function save(event: FormEvent) {
+    event.preventDefault();
+    void move.run(async () => {
+      const { moveFolder } = await mutate(MoveFolderDocument, { org, path, newPath: newPath.trim().replace(/^\/+|\/+$/g, "") });
+      if (moveFolder.__typename !== "Folder") return moveFolder.message;
+      navigate(`/orgs/${org}/folders/${moveFolder.path}`, { replace: true });
+    });
+  }
+
+  function remove() {
+    void removal.run(async () => {
+      const { deleteFolder } = await mutate(DeleteFolderDocument, { org, path });
+      if (deleteFolder.__typename !== "DeletedFolder") return deleteFolder.message;
+      navigate(`/orgs/${org}/stacks`);
+    });
+  }
+
+  return (
+    <Card title="Manage this folder" className="manage">
+      <form className="form-row" onSubmit={save} aria-label="Rename or move the folder">
+        <label className="grow">
+          New path
+          <input value={newPath} onChange={(e) => setNewPath(e.target.value)} required />
+          <span className="hint">A new last segment renames it, a new parent moves it with its subfolders and stacks.</span>
+        </label>
+        <button className="btn primary" type="submit" disabled={move.busy}>
+          Rename or move
+        </button>
+      </form>
+      <ErrorBox error={move.error} title="The folder was not changed." />
+      <div className="form-row">
+        {confirming ? (
+          <div className="alert alert-danger confirm grow">
+            <div>
+              <strong>Delete folder “{path}”?</strong> Only an empty folder can be deleted; its settings and variables go with it.
+            </div>
+            <div className="actions">
+              <button className="btn" onClick={() => setConfirming(false)}>
+                Keep it
+              </button>
+              <button className="btn danger" disabled={removal.busy} onClick={remove}>
+                Delete the folder
+              </button>
+            </div>
+          </div>
+        ) : (
+          <button className="btn danger-outline" onClick={() => setConfirming(true)}>
+            Delete folder…
+          </button>
+        )}
+      </div>
+      <ErrorBox error={removal.error} title="The folder was not deleted." />
+    </Card>
+  );
+}
