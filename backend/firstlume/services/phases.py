@@ -21,9 +21,9 @@ from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.runs import Phase, RunStatus
+from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, StepStatus
 from firstlume.protocol import executor as protocol
-from firstlume.services import dispatch, execution
+from firstlume.services import dispatch, execution, steps
 from firstlume.services.context import Context, Unit
 from firstlume.services.state import serials
 
@@ -67,6 +67,9 @@ async def spec(ctx: Context, token: str | None) -> protocol.PhaseSpec:
         if moved is None:
             await execution.heartbeat(unit.session, run)
             return await execution.phase_spec(ctx, unit.session, run, phase)
+        # The apply step fails with the run: the run's page shows where it stopped (the apply,
+        # before Terraform started), not a plan that succeeded and nothing after it.
+        await steps.set_step(unit, run, APPLY_STEP, StepStatus.FAILED)
         await execution.fail_run(unit, run, moved, actor="firstlume")
     raise serials.StateMoved(moved)
 
