@@ -185,8 +185,9 @@ async def test_a_wrong_method_is_405_with_allow_and_an_unknown_path_404(
     assert (await refusal(response, 404))["code"] == "not_found"
 
 
+@pytest.mark.parametrize("path", ["/api/v1/executor/logs", "/graphql"])
 async def test_a_client_that_leaves_before_its_body_is_read_is_one_warning(
-    app: Starlette, caplog: pytest.LogCaptureFixture
+    app: Starlette, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     """An executor that exits with a log batch in flight: its connection drops before the body
     arrives. Nothing is done, and the log says so in one line, not as an error with a trace."""
@@ -204,8 +205,8 @@ async def test_a_client_that_leaves_before_its_body_is_read_is_one_warning(
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/api/v1/executor/logs",
-        "raw_path": b"/api/v1/executor/logs",
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
         "headers": [(b"authorization", b"Bearer fl_phase"), (b"content-length", b"100")],
@@ -218,8 +219,7 @@ async def test_a_client_that_leaves_before_its_body_is_read_is_one_warning(
     ours = [r for r in caplog.records if r.name.startswith("firstlume")]
     assert [(r.levelno, r.exc_info) for r in ours] == [(logging.WARNING, None)], caplog.text
     assert ours[0].getMessage() == (
-        "POST /api/v1/executor/logs: the client closed the connection before its request was read; "
-        "nothing was done"
+        f"POST {path}: the client closed the connection before its request was read; nothing was done"
     )
 
 

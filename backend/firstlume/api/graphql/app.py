@@ -8,7 +8,7 @@ import logging
 from typing import Any, overload
 
 from cross_web import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
@@ -20,6 +20,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.types.unset import UNSET, UnsetType
 
+from firstlume.api.disconnect import client_left
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.schema import schema
 from firstlume.api.json_body import JSONResponse
@@ -76,6 +77,8 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
         except HTTPException as error:
             code = "invalid_json" if error.status_code == 400 else "invalid_request"
             return request_error(error.status_code, code, _sentence(error.reason))
+        except ClientDisconnect:
+            return client_left(request)
         except Exception:
             log.exception("unexpected error on %s /graphql", request.method)
             return request_error(

@@ -12,7 +12,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from firstlume.api.rest.http import Handler, client_left, context_of
+from firstlume.api.disconnect import client_left
+from firstlume.api.rest.http import Handler, context_of
 from firstlume.services.access import tokens
 from firstlume.services.access.permissions import FORCE_UNLOCK, REST, Need
 from firstlume.services.context import Actor

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from firstlume.api.authorization import token_from
+from firstlume.api.disconnect import client_left
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
@@ -159,15 +160,6 @@ async def _handle(handler: Handler, request: Request) -> Response:
 class MethodNotAllowed(FirstlumeError):
     code = "method_not_allowed"
     http_status = 405
-
-
-def client_left(request: Request) -> Response:
-    """The client closed its connection before its request was read whole: nothing was done,
-    and nobody is left to answer. An executor does this when it exits with a report in flight
-    (its last one carries what is left of the log), so it is a warning of one line, not an error."""
-    log.warning("%s %s: the client closed the connection before its request was read; nothing was done",
-                request.method, request.url.path)  # fmt: skip
-    return Response(status_code=400)
 
 
 @endpoint
