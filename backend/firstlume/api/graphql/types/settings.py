@@ -103,7 +103,8 @@ class Variable:
     def value(self) -> JSON | None:
         if self.row.sensitive:
             return None
-        return inherited.revealed_value(self.loaders.ctx.keyring, self.row)
+        value: JSON = inherited.revealed_value(self.loaders.ctx.keyring, self.row)
+        return value
 
     @strawberry.field
     def sensitive(self) -> bool:
