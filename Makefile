@@ -18,16 +18,19 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# The web UI: npm ci when node_modules is missing or package-lock.json is newer, then a build
-# (operations checked against schema.graphql, tsc, vite) into backend/firstlume/static/ when a
-# source of it changed since the last one (so `make run` and the tests serve one build).
+# The web UI: npm ci when node_modules is missing or package.json or package-lock.json is newer
+# (the overrides that pin Node 20 releases are in package.json), then a build (operations checked
+# against schema.graphql, tsc, vite) into backend/firstlume/static/ when a source of it changed
+# since the last one (so `make run` and the tests serve one build). The files graphql-codegen
+# writes are outputs of the build, never its inputs: the build rewrites them, so as inputs they
+# would be newer than index.html after every build and rebuild it at every `make run`.
 UI_BUILT := backend/firstlume/static/index.html
 UI_GENERATED := frontend/src/graphql/generated.ts frontend/src/graphql/schema.ts
 UI_SOURCES := $(filter-out $(UI_GENERATED),$(shell find frontend/src -type f)) \
 	frontend/index.html frontend/package.json frontend/codegen.ts frontend/tsconfig.json \
 	frontend/vite.config.ts schema.graphql
 
-frontend/node_modules/.installed: frontend/package-lock.json
+frontend/node_modules/.installed: frontend/package-lock.json frontend/package.json
 	cd frontend && npm ci --no-audit --no-fund
 	touch $@
 

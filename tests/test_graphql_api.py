@@ -457,7 +457,8 @@ async def test_variables_at_every_level_and_sensitive_values_are_never_readable(
         "__typename": "Variable", "name": "region", "value": "eu-west-1", "sensitive": False, "kind": "TERRAFORM",
     }  # fmt: skip
     assert (await set_variable(name="db_password", value=secret, sensitive=True))["value"] is None
-    assert (await set_variable(name="count", value=3, folder="prod"))["value"] == "3"
+    # A value reads back as the JSON value it was set as: 3, not "3".
+    assert (await set_variable(name="count", value=3, folder="prod"))["value"] == 3
     assert (await set_variable(name="TF_LOG", value="info", kind="ENV", stack="net"))["kind"] == "ENV"
     assert (await set_variable(name="token", value=secret, sensitive=True, stack="net"))["value"] is None
 
@@ -467,7 +468,7 @@ async def test_variables_at_every_level_and_sensitive_values_are_never_readable(
     assert [(v["name"], v["value"], v["sensitive"]) for v in org["variables"]] == [
         ("db_password", None, True), ("region", "eu-west-1", False),
     ]  # fmt: skip
-    assert [(v["name"], v["value"]) for v in org["folder"]["variables"]] == [("count", "3")]
+    assert [(v["name"], v["value"]) for v in org["folder"]["variables"]] == [("count", 3)]
     assert [(v["name"], v["value"], v["kind"]) for v in org["stack"]["variables"]] == [
         ("TF_LOG", "info", "ENV"), ("token", None, "TERRAFORM"),
     ]  # fmt: skip

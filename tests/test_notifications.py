@@ -26,6 +26,7 @@ from firstlume.services.notifications import destinations
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.sender import RETENTION, NotificationSender
 from firstlume.settings import Settings
+from support.runs import CREATE_ONE, plan_run, start
 from support.waiting import until
 from support.webhooks import Receiver, webhook_receiver
 
@@ -370,3 +371,39 @@ async def test_each_attempt_checks_the_address_again(
     assert attempted["status"] == "failed" and attempted["attempts"][0]["status_code"] is None
     assert attempted["attempts"][0]["error"].startswith("refused: the host 127.0.0.1 is a loopback")
     assert receiver.received == []
+
+
+async def test_a_null_url_in_an_update_is_refused_naming_the_field(rest: Rest, receiver: Receiver) -> None:
+    created = await rest.ok(
+        "POST", "/notifications", {"name": "ops", "url": receiver.url, "events": ["run.failed"]}, 201
+    )
+    response = await rest.call("PATCH", f"/notifications/{created['id']}", {"url": None})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["field"], error["message"]) == (
+        "url",
+        "'url' cannot be null; leave it out to keep the current value.",
+    )
+
+
+async def test_a_discarded_run_says_who_discarded_it(
+    rest: Rest, receiver: Receiver, ctx: Context, tenant: Tenant
+) -> None:
+    await rest.stack("network")
+    for format in ("slack", "json"):
+        body = {
+            "name": format,
+            "url": f"{receiver.url}/{format}",
+            "events": ["run.discarded"],
+            "format": format,
+        }
+        await rest.ok("POST", "/notifications", body, 201)
+    run_id = await start(ctx, tenant.token, "acme", "network", "apply")
+    assert await plan_run(ctx, CREATE_ONE) == {run_id: "awaiting_approval"}
+    await rest.ok("POST", f"/runs/{run_id}/discard")
+    await until(lambda: len(receiver.received) >= 2, 20, "the two deliveries")
+    by_path = {r.path: r.json for r in receiver.received}
+    assert by_path["/hook/json"]["run"]["ended_by"] == "ada@example.com"
+    assert by_path["/hook/slack"]["text"].startswith(
+        "*run.discarded*: run #1 (apply) of *network* is discarded by ada@example.com: 1 create"
+    )

@@ -49,6 +49,7 @@ from firstlume.settings import Settings
 log = logging.getLogger("firstlume")
 
 STATIC_DIR = Path(__file__).parent / "static"
+API_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "LOCK", "UNLOCK")
 
 
 def protect_data_dir(settings: Settings) -> None:
@@ -166,7 +167,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *notification_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
-        Route("/api/{rest:path}", not_found_route, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
+        # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
+        Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),
     ]
     routes += _graphql_and_spa_routes()
     # Every route checks the role the permission table names; an unlisted route stops the start.

@@ -63,6 +63,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from firstlume.app import create_app
+    from firstlume.keys import load_keyring
 
     if "public_url" not in settings.model_fields_set:
         # Local executors reach the control plane where it listens.
@@ -71,6 +72,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from firstlume.logs import configure
 
     configure(settings.log_format, args.log_level)
+    # The keys are loaded when the app starts; a missing or bad key stops `serve` here, with
+    # the message and exit code of a bad setting, rather than in the server's start-up.
+    load_keyring(settings)
     app = create_app(settings)
     collect_as_served()
     # log_config=None: uvicorn's loggers propagate to the root handler configured just above.
@@ -189,8 +193,18 @@ def cmd_settings_docs(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("firstlume")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firstlume", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"firstlume {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the control plane (API, UI and scheduler)")
@@ -256,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "standalone", None) is not None:
         return int(args.standalone(args) or 0)
+    from firstlume.crypto import KeyRingError
     from firstlume.settings import Settings, SettingsError
 
     try:
@@ -267,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return int(args.handler(settings, args) or 0)
+    except KeyRingError as error:
+        # Configuration too (FIRSTLUME_ENCRYPTION_KEYS missing or malformed), found when a
+        # command first needs the keys: the same message and exit code as a bad setting.
+        print(f"firstlume: {error}", file=sys.stderr)
+        return 2
     except FirstlumeError as error:
         print(f"firstlume: {error.message}", file=sys.stderr)
         return 1

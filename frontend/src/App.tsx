@@ -1,19 +1,26 @@
+import { lazy } from "react";
 import { Navigate, Route, Routes } from "react-router";
 import { useAuth } from "./auth";
 import { OrgLayout } from "./components/Layout";
 import { Empty, ErrorBox, Loading, NotFoundPage, usePageTitle } from "./components/ui";
 import { SignInPage } from "./pages/SignIn";
-import { StacksPage } from "./pages/Stacks";
-import { StackPage } from "./pages/Stack";
-import { StackStatePage } from "./pages/StackState";
-import { RunPage } from "./pages/Run";
-import { GitDeliveriesPage } from "./pages/GitDeliveries";
-import { AuditPage } from "./pages/Audit";
-import { FolderSettingsPage, OrgSettingsPage, StackSettingsPage } from "./pages/Settings";
-import { DriftPage, StackDriftPage } from "./pages/Drift";
-import { NotificationsPage } from "./pages/Notifications";
-import { MembersPage } from "./pages/Members";
-import { TokensPage } from "./pages/Tokens";
+
+// Each screen is its own chunk, loaded when a route first shows it: the entry holds the shell
+// (router, client, cache, layout), so the first screen does not wait for every other one.
+const StacksPage = lazy(() => import("./pages/Stacks").then((m) => ({ default: m.StacksPage })));
+const StackPage = lazy(() => import("./pages/Stack").then((m) => ({ default: m.StackPage })));
+const StackStatePage = lazy(() => import("./pages/StackState").then((m) => ({ default: m.StackStatePage })));
+const RunPage = lazy(() => import("./pages/Run").then((m) => ({ default: m.RunPage })));
+const GitDeliveriesPage = lazy(() => import("./pages/GitDeliveries").then((m) => ({ default: m.GitDeliveriesPage })));
+const AuditPage = lazy(() => import("./pages/Audit").then((m) => ({ default: m.AuditPage })));
+const OrgSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ default: m.OrgSettingsPage })));
+const FolderSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ default: m.FolderSettingsPage })));
+const StackSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ default: m.StackSettingsPage })));
+const DriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.DriftPage })));
+const StackDriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.StackDriftPage })));
+const NotificationsPage = lazy(() => import("./pages/Notifications").then((m) => ({ default: m.NotificationsPage })));
+const MembersPage = lazy(() => import("./pages/Members").then((m) => ({ default: m.MembersPage })));
+const TokensPage = lazy(() => import("./pages/Tokens").then((m) => ({ default: m.TokensPage })));
 
 export function App() {
   const { token } = useAuth();

@@ -106,7 +106,8 @@ def test_an_apply_whose_state_moved_since_the_plan_fails_before_terraform_starts
     run = api.wait(run_id, "failed")
     assert run["error"] == f"state changed since the plan (serial {planned_at} → {moved_to}): plan again"
     assert "Apply complete" not in api.log(run_id)
-    assert all(step["status"] != "done" for step in run["steps"] if step["name"] == "apply")
+    # The run shows where it stopped: its apply step failed (it never reached Terraform).
+    assert [step["status"] for step in run["steps"] if step["name"] == "apply"] == ["failed"]
     # Nothing was applied: the state is the direct apply's.
     current = json.loads(api.http.get(address).content)
     assert current["serial"] == moved_to

@@ -157,9 +157,12 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
 
     # Variables: a sensitive value is write-only; the inherited ones show where they come from.
     api.put_variable("/folders/prod", "region", {"value": "eu-west-1"})
+    api.put_variable("/folders/prod", "zones", {"value": ["a", "b"]})
     page.reload()
     variables = page.get_by_test_id("variables")
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
+    # A value that is not a string reads as the JSON it was set as.
+    expect(variables.locator('[data-variable="zones"]')).to_contain_text('["a","b"]')
     page.get_by_label("Variable name").fill("db_password")
     page.get_by_label("sensitive").check()
     page.get_by_label("Variable value").fill("pa55-never-shown")

@@ -66,6 +66,7 @@ def _sentence(model: type[Command], error: ErrorDetails, field: str | None, excl
     if kind in ("string_too_long", "too_long"):
         return f"'{field}' must be at most {error['ctx']['max_length']} characters."
     if kind == "enum":
+        expected = expected or f"one of {error.get('ctx', {}).get('expected', '')}"
         return f"'{field}' must be {expected}; got {shown(error['input'])}."
     if expected:
         where = f" at position {error['loc'][1]}" if len(error["loc"]) > 1 else ""
@@ -100,7 +101,11 @@ def _expectation(info: FieldInfo | None, kind: str, error: ErrorDetails) -> str 
 
 
 def _enum_of(annotation: Any) -> type[Enum] | None:
+    """The enum a field takes, also when it is optional (`Annotated[Kind, …] | None`: the union's
+    member is the Annotated form, whose first argument is the enum)."""
     for candidate in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(candidate) is typing.Annotated:
+            candidate = typing.get_args(candidate)[0]
         if isinstance(candidate, type) and issubclass(candidate, Enum):
             return candidate
     return None

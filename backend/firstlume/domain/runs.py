@@ -42,6 +42,10 @@ class RunStatus(StrEnum):
     CANCELED = "canceled"
 
 
+# The apply phase's one step (its checkout, init and apply are parts of it).
+APPLY_STEP = "apply"
+
+
 class StepStatus(StrEnum):
     """A step of a run: checkout, init, plan, approval, apply, …"""
 

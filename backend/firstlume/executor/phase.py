@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from firstlume.domain.apply_events import FAILED, ApplyTracker, ResourceUpdate
-from firstlume.domain.runs import Phase, RunType, StepStatus
+from firstlume.domain.runs import APPLY_STEP, Phase, RunType, StepStatus
 from firstlume.executor.checkout import (
     OVERALL_FACTOR,
     CheckoutError,
@@ -61,7 +61,6 @@ from firstlume.protocol.executor import (
 )
 
 CONFIG_ORIGIN = "config.yaml"
-APPLY_STEP = "apply"
 # How often buffered log text and resource states go out while the engine runs.
 SHIP_INTERVAL_SECONDS = 0.1
 MAX_ERROR_CHARS = 8000

@@ -227,6 +227,14 @@ class UpdateStack(Command):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"folder", "git_https_token", "git_ssh_key"})
     CREDENTIALS: ClassVar[tuple[str, ...]] = ("git_https_token", "git_ssh_key")
 
+    @field_validator("name", "repository", "branch", "path", "trigger")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Runs only for fields given: a refusal here names its field (the 422's `field`).
+        if value is None:
+            raise refuse(f"'{info.field_name}' cannot be null; leave it out to keep the current value.")
+        return value
+
     @model_validator(mode="after")
     def _some(self) -> Self:
         if not self.model_fields_set:
@@ -375,11 +383,16 @@ class PatchNotification(Command):
     format: Annotated[NotificationFormat, LAX] | None = None
     secret: Secret | None = None
 
+    @field_validator("name", "url", "events", "format")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Runs only for fields given (`secret: null` is allowed): the refusal names its field.
+        if value is None:
+            raise refuse(f"'{info.field_name}' cannot be null; leave it out to keep the current value.")
+        return value
+
     @model_validator(mode="after")
     def _some(self) -> Self:
         if not self.model_fields_set:
             raise refuse("Send at least one of name, url, events, format, secret.")
-        for name in ("name", "url", "events", "format"):
-            if name in self.model_fields_set and getattr(self, name) is None:
-                raise refuse(f"'{name}' cannot be null.")
         return self

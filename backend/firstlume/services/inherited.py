@@ -195,6 +195,12 @@ def reveal(keyring: KeyRing, variable: VariableRecord | Variable) -> str:
     )
 
 
+def revealed_value(keyring: KeyRing, variable: VariableRecord | Variable) -> Any:
+    """The value as it was set: a string, or the number, boolean, list or object it was."""
+    text = reveal(keyring, variable)
+    return json.loads(text) if variable.value_json else text
+
+
 def _typed(variable: Variable, text: str) -> Any:
     return json.loads(text) if variable.value_json else text
 

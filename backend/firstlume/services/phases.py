@@ -21,9 +21,9 @@ from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
 from firstlume.domain.errors import Conflict, InvalidRequest
-from firstlume.domain.runs import Phase, RunStatus
+from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, StepStatus
 from firstlume.protocol import executor as protocol
-from firstlume.services import dispatch, execution
+from firstlume.services import dispatch, execution, steps
 from firstlume.services.context import Context, Unit
 from firstlume.services.drift.baseline import NoDriftBase
 from firstlume.services.state import serials
@@ -75,6 +75,9 @@ async def spec(ctx: Context, token: str | None) -> protocol.PhaseSpec:
                 # A drift run with no apply to compare with ends here, before Terraform starts.
                 refusal = error
         else:
+            # The apply step fails with the run: the run's page shows where it stopped (the
+            # apply, before Terraform started), not a plan that succeeded and nothing after it.
+            await steps.set_step(unit, run, APPLY_STEP, StepStatus.FAILED)
             refusal = serials.StateMoved(moved)
         await execution.fail_run(unit, run, refusal.message, actor="firstlume")
     raise refusal

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from "react";
+import { Suspense, useEffect, useRef, useState } from "react";
 import { Link, NavLink, Outlet, useLocation, useNavigate, useParams } from "react-router";
 import { useAuth } from "../auth";
 import { ActiveRunsDrawerButton, ActiveRunsPanel, ActiveRunsProvider, useActiveRuns } from "./ActiveRuns";
@@ -33,7 +33,9 @@ export function OrgLayout() {
         <TopBar org={org} />
         <div className="body">
           <main className="main" id="main">
-            <Outlet />
+            <Suspense fallback={<Loading what="the page" />}>
+              <Outlet />
+            </Suspense>
           </main>
           <ActiveRunsPanel />
         </div>

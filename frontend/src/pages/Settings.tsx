@@ -375,7 +375,7 @@ function VariablesCard({
             {own.map((v) => (
               <tr key={`${v.kind}:${v.name}`} data-variable={v.name}>
                 <td className="mono" data-label="Name">{v.name}</td>
-                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : shownValue(v.value)}</td>
                 <td data-label="Kind">{v.kind === "ENV" ? "environment" : "terraform"}</td>
                 <td data-label="Set on">
                   here <span className="muted small"><TimeAgo iso={v.updatedAt} /></span>
@@ -390,7 +390,7 @@ function VariablesCard({
             {inherited.map((v) => (
               <tr key={`i:${v.kind}:${v.name}`} className="inherited" data-variable={v.name}>
                 <td className="mono" data-label="Name">{v.name}</td>
-                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : v.value}</td>
+                <td className="mono value-cell" data-label="Value">{v.sensitive ? <span className="sensitive">hidden (write-only)</span> : shownValue(v.value)}</td>
                 <td data-label="Kind">{v.kind === "ENV" ? "environment" : "terraform"}</td>
                 <td className="muted" data-label="Set on">inherited from {originLabel(v.origin)}</td>
                 <td className="actions-cell" />
@@ -426,4 +426,9 @@ function VariablesCard({
       <ErrorBox error={error} />
     </Card>
   );
+}
+
+/** A variable's value as set: a string as is, any other JSON value as JSON text. */
+function shownValue(value: JsonValue | null): string {
+  return typeof value === "string" ? value : JSON.stringify(value);
 }

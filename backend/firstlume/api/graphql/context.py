@@ -10,6 +10,7 @@ from starlette.requests import HTTPConnection
 from strawberry.extensions import SchemaExtension
 from strawberry.types import Info
 
+from firstlume.api.authorization import token_from
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.org_root import OrgRoot, about_of
 from firstlume.domain.errors import Unauthenticated
@@ -63,8 +64,12 @@ class GraphQLContext:
         """Reads `Bearer <token>`; on failure the reason is kept for the first resolver that needs
         an actor (HTTP) or for refusing the connection (WebSocket). With `about`, the organization
         and stack the query is about are read in the same statement."""
-        token = bearer_token(authorization)
         self.actor, self.about = None, None
+        try:
+            token = bearer_token(authorization)
+        except Unauthenticated as error:
+            self.auth_error = error.message
+            return
         if token is None:
             self.auth_error = MISSING_TOKEN
             return
@@ -112,12 +117,8 @@ class AuthenticateCaller(SchemaExtension):
 
 
 def bearer_token(authorization: Any) -> str | None:
-    if not isinstance(authorization, str):
-        return None
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+    """`Bearer <token>`; None without one; Unauthenticated for a header with no usable token."""
+    return token_from(authorization if isinstance(authorization, str) else None)
 
 
 def context_of(info: Info[GraphQLContext, None]) -> GraphQLContext:

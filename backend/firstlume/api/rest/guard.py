@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
+from firstlume.api.disconnect import client_left
 from firstlume.api.rest.http import Handler, context_of
 from firstlume.services.access import tokens
 from firstlume.services.access.permissions import FORCE_UNLOCK, REST, Need
@@ -65,7 +66,10 @@ def _is_handler(route: Route) -> bool:
 
 def _wrap(handler: Handler, name: str, need: Need) -> Handler:
     async def guarded(request: Request) -> Response:
-        request.scope[NEED_KEY] = await _need(request, name, need)
+        try:
+            request.scope[NEED_KEY] = await _need(request, name, need)
+        except ClientDisconnect:
+            return client_left(request)
         response = await handler(request)
         actor: Actor | None = request.scope.get(ACTOR_KEY)
         # Recorded for requests that succeeded: a refused one changes nothing, not even this.

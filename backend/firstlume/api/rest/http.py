@@ -7,9 +7,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import wraps
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
+from firstlume.api.authorization import token_from
+from firstlume.api.disconnect import client_left
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
@@ -41,11 +44,9 @@ def context_of(request: Request) -> Context:
 
 
 def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+    """`Authorization: Bearer <token>`; None without one. Raises Unauthenticated for a header
+    that holds no usable token (Basic credentials, another scheme), saying which."""
+    return token_from(request.headers.get("authorization"))
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -145,6 +146,8 @@ async def _handle(handler: Handler, request: Request) -> Response:
         return await handler(request)
     except FirstlumeError as error:
         return error_response(error.http_status, error.code, error.message, **error.details)
+    except ClientDisconnect:
+        return client_left(request)
     except Exception as error:
         storage = storage_failure(error)
         if storage is not None:
@@ -154,6 +157,34 @@ async def _handle(handler: Handler, request: Request) -> Response:
         return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
 
+class MethodNotAllowed(FirstlumeError):
+    code = "method_not_allowed"
+    http_status = 405
+
+
 @endpoint
 async def not_found_route(request: Request) -> Response:
+    """Every /api/ request no route took: 405 with Allow when the path is served for other
+    methods, else 404."""
+    allowed = _allowed_methods(request)
+    if allowed:
+        error = MethodNotAllowed(
+            f"{request.method} is not allowed on {request.url.path}; it takes {', '.join(allowed)}.",
+            allowed=allowed,
+        )
+        response = error_response(error.http_status, error.code, error.message, **error.details)
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
     raise NotFound(f"No route {request.method} {request.url.path}.")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the API's routes take on this path (a route whose path matches but whose
+    methods do not is a partial match); none when the path is not the API's."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if not isinstance(route, Route) or not route.path.startswith("/api/") or not route.methods:
+            continue
+        if route.name != "not_found_route" and route.matches(request.scope)[0] is Match.PARTIAL:
+            methods |= route.methods
+    return sorted(methods)

@@ -161,7 +161,7 @@ async def list_variables(request: Request) -> Response:
         return JSONResponse(
             {
                 "variables": [
-                    variable_json(v, None if v.sensitive else inherited.reveal(ctx.keyring, v))
+                    variable_json(v, None if v.sensitive else inherited.revealed_value(ctx.keyring, v))
                     for v in variables
                 ]
             }
@@ -176,7 +176,7 @@ async def put_variable(request: Request) -> Response:
         scope = await _scope(unit.session, org, request)
         put = command(PutVariable, body, name=request.path_params["name"])
         variable = await inherited.put_variable(unit.session, ctx.keyring, scope, put)
-        value = None if variable.sensitive else inherited.reveal(ctx.keyring, variable)
+        value = None if variable.sensitive else inherited.revealed_value(ctx.keyring, variable)
         return JSONResponse(variable_json(variable, value))
 
 

@@ -53,8 +53,9 @@ def resolved_json(resolved: dict[str, Resolved]) -> dict[str, Any]:
     return {name: {"value": item.value, "origin": item.origin} for name, item in resolved.items()}
 
 
-def variable_json(variable: VariableRecord, value: str | None) -> dict[str, Any]:
-    # A sensitive value is write-only: `value` is null for it, always.
+def variable_json(variable: VariableRecord, value: Any) -> dict[str, Any]:
+    # A sensitive value is write-only: `value` is null for it, always. Others are the JSON value
+    # that was set (41, not "41").
     return {
         "name": variable.name,
         "value": None if variable.sensitive else value,

@@ -9,8 +9,6 @@ UNLOCK's 409) the body is Terraform's own lock info, with the error shape beside
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from firstlume.api.authorization import token_from
 from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import check_query, context_of, endpoint, int_param
@@ -43,16 +42,7 @@ DEFAULT_VERSIONS = 100
 def state_token(request: Request) -> str | None:
     """`Authorization: Bearer <token>`, or HTTP Basic with the token as the password (what
     Terraform's http backend sends; the username is ignored)."""
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip() or None
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True).decode()
-        except (binascii.Error, ValueError):
-            return None
-        return decoded.partition(":")[2] or None
-    return None
+    return token_from(request.headers.get("authorization"), basic=True)
 
 
 def _unit(request: Request) -> str:

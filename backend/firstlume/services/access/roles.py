@@ -43,7 +43,7 @@ class RoleRequired(Forbidden):
     @classmethod
     def of(cls, needed: Role, have: Role) -> RoleRequired:
         return cls(
-            f"This needs the {needed.value} role; you are a {have.value} in this organization.",
+            f"This needs the {needed.value} role; you are {_article(have.value)} {have.value} in this organization.",
             needed=needed.value,
             role=have.value,
         )
@@ -55,3 +55,7 @@ def check_role(have: str | None, needed: Role) -> Role:
     if not role.allows(needed):
         raise RoleRequired.of(needed, role)
     return role
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"

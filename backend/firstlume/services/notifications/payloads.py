@@ -38,6 +38,8 @@ def run_payload(event: str, org_slug: str, stack_slug: str, run: Run) -> dict[st
             "status": str(run.status),
             "summary_text": summary.text,
             "error": (run.error or "")[:MAX_ERROR] or None,
+            # Who discarded or canceled it (null otherwise).
+            "ended_by": run.ended_by,
             "url": f"/orgs/{org_slug}/runs/{run.id}",
         },
     }
@@ -72,9 +74,11 @@ def slack_body(stored: dict[str, Any], *, public_url: str) -> bytes:
     if run is None:
         text = f"Firstlume test message for *{stored.get('destination', '')}* ({stored['organization']})"
     else:
+        # Deliveries written before `ended_by` existed lack it.
+        by = f" by {run['ended_by']}" if run.get("ended_by") else ""
         text = (
             f"*{stored['event']}*: run #{run['number']} ({run['type']}) of *{stored['stack']}* is "
-            f"{run['status']}: {run['summary_text']}"
+            f"{run['status']}{by}: {run['summary_text']}"
         )
         if run.get("error"):
             text += f"\n> {run['error'][:300]}"

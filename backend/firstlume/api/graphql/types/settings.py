@@ -6,6 +6,7 @@ from datetime import datetime
 
 import strawberry
 from strawberry import Private
+from strawberry.scalars import JSON
 
 from firstlume.api.graphql.enums import VariableKind
 from firstlume.api.graphql.loaders import Loaders
@@ -96,11 +97,14 @@ class Variable:
     def name(self) -> str:
         return self.row.name
 
-    @strawberry.field
-    def value(self) -> str | None:
+    @strawberry.field(
+        description="The value as it was set (a string, number, boolean, list or object); null when sensitive."
+    )
+    def value(self) -> JSON | None:
         if self.row.sensitive:
             return None
-        return inherited.reveal(self.loaders.ctx.keyring, self.row)
+        value: JSON = inherited.revealed_value(self.loaders.ctx.keyring, self.row)
+        return value
 
     @strawberry.field
     def sensitive(self) -> bool:
