@@ -95,6 +95,8 @@ class Scheduler(BackgroundService):
         # Launches of phases claimed outside a pass (launch_claimed), until they are done.
         self._handed_over: set[asyncio.Task[None]] = set()
         self._launching = False
+        # Whether the last pass's claims were refused for storage (logged once, not every pass).
+        self._claims_refused = False
 
     @property
     def launching(self) -> bool:
@@ -213,7 +215,24 @@ class Scheduler(BackgroundService):
         for died in list(self._unrecorded.values()):
             await self._on_death(died)
         await self.clean_up_canceled()
-        await self.dispatch(claims)
+        try:
+            await self.dispatch(claims)
+        except Exception as error:
+            storage = storage_failure(error)
+            if storage is None:
+                raise
+            # Nothing can be claimed while the database stores nothing (a full disk; PostgreSQL
+            # that only reads refuses even the claim's row locks), but the passes go on at their
+            # pace: silent executors are still found and stopped, and what could not be stored is
+            # stored at the first pass after the storage is back, not after a failed pass's backoff.
+            self.ctx.storage.failed(storage)
+            if not self._claims_refused:
+                log.warning("no phase can be claimed: %s", storage.message)
+            self._claims_refused = True
+        else:
+            if self._claims_refused:
+                log.warning("phases can be claimed again")
+            self._claims_refused = False
         if health:
             await self.check_health()
 

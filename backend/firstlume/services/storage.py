@@ -47,6 +47,10 @@ def storage_failure(error: BaseException) -> StorageUnavailable | None:
             )
         if state in _GONE or type(item).__name__ in ("ConnectionDoesNotExistError", "ConnectionRefusedError"):
             return StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
+        if type(item).__name__ == "InternalClientError" and "another operation" in text:
+            # asyncpg's words for a connection the server ended in the middle of a statement or
+            # a commit (a restart, pg_terminate_backend): it is gone, like the cases above.
+            return StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
         if "disk i/o error" in text:
             return StorageUnavailable(
                 "The database could not write to its disk (full, or failing): nothing can be saved "
