@@ -33,7 +33,11 @@ async def readyz(request: Request) -> Response:
     services = {service.name: service.health() for service in started}
     try:
         revision = await database_revision(ctx.db)
-    except Exception:
+    except Exception as error:
+        storage = storage_failure(error)
+        if storage is not None and storage.kind != "gone":
+            ctx.storage.failed(storage)
+            return _storage_unavailable_response(storage, None, services)
         return JSONResponse(
             {"status": "unavailable", "reason": "The database does not answer.", "services": services},
             status_code=503,
@@ -50,18 +54,24 @@ async def readyz(request: Request) -> Response:
         )
     storage = await _storage_unavailable(ctx)
     if storage is not None:
-        return JSONResponse(
-            {
-                "status": "unavailable",
-                "reason": storage.message,
-                "code": storage.code,
-                "migration": revision,
-                "services": services,
-            },
-            status_code=503,
-            headers=retry_after_headers(storage),
-        )
+        return _storage_unavailable_response(storage, revision, services)
     return JSONResponse({"status": "ok", "migration": revision, "services": services})
+
+
+def _storage_unavailable_response(
+    storage: StorageUnavailable, revision: str | None, services: dict[str, dict[str, object]]
+) -> Response:
+    return JSONResponse(
+        {
+            "status": "unavailable",
+            "reason": storage.message,
+            "code": storage.code,
+            "migration": revision,
+            "services": services,
+        },
+        status_code=503,
+        headers=retry_after_headers(storage),
+    )
 
 
 async def _storage_unavailable(ctx: Context) -> StorageUnavailable | None:
