@@ -7,29 +7,40 @@ full-disk version is tests/e2e/test_full_disk.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import event
 from sqlalchemy.util import await_
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
-from conftest import Tenant
+from conftest import Tenant, make_stack
 from firstlume.api.middleware import RequestMiddleware
 from firstlume.db.engine import Database
+from firstlume.db.models import Run
+from firstlume.domain.runs import StepStatus
+from firstlume.executor.client import ControlPlaneUnavailable, ExecutorClient
+from firstlume.executor.phase import PhaseRunner
+from firstlume.protocol.executor import PhaseResult, StepEntry
 from firstlume.services import dispatch
 from firstlume.services.storage import STORAGE_SETTLE_SECONDS, StorageWatch, storage_failure
+from support.runs import start
 
 
-@asynccontextmanager
-async def only_reads(db: Database) -> AsyncIterator[None]:
-    """Every connection `db` opens from now on refuses writes; the pool starts afresh."""
+class WriteRefusal:
+    """Makes every connection `db` opens refuse writes (on), or not (off); the pool starts afresh."""
 
-    def refuse_writes(dbapi_connection: Any, _record: Any) -> None:
-        if db.is_sqlite:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _refuse_writes(self, dbapi_connection: Any, _record: Any) -> None:
+        if self.db.is_sqlite:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA query_only = ON")
             cursor.close()
@@ -37,13 +48,23 @@ async def only_reads(db: Database) -> AsyncIterator[None]:
             # Outside a transaction, so that no rollback undoes it.
             await_(dbapi_connection.driver_connection.execute("SET default_transaction_read_only = on"))
 
-    event.listen(db.engine.sync_engine, "connect", refuse_writes)
-    await db.engine.dispose()
+    async def on(self) -> None:
+        event.listen(self.db.engine.sync_engine, "connect", self._refuse_writes)
+        await self.db.engine.dispose()
+
+    async def off(self) -> None:
+        event.remove(self.db.engine.sync_engine, "connect", self._refuse_writes)
+        await self.db.engine.dispose()
+
+
+@asynccontextmanager
+async def only_reads(db: Database) -> AsyncIterator[None]:
+    refusal = WriteRefusal(db)
+    await refusal.on()
     try:
         yield
     finally:
-        event.remove(db.engine.sync_engine, "connect", refuse_writes)
-        await db.engine.dispose()
+        await refusal.off()
 
 
 class Clock:
@@ -140,3 +161,47 @@ def test_a_run_failed_of_storage_says_so_first_and_once() -> None:
     assert reason.startswith("storage full: the database's disk was full")
     assert reason.endswith("The executor sent no heartbeat for 4 seconds.")
     assert dispatch.blame_storage(full, reason) == reason
+
+
+async def test_an_executor_refused_for_storage_stops_its_phase_and_reports_it_once_writes_work(
+    app: Starlette, tenant: Tenant, tmp_path: Path
+) -> None:
+    ctx = app.state.ctx
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    run_id = await start(ctx, tenant.token, tenant.org, "net", "plan")
+    (launch,) = await dispatch.claim_plans(ctx)
+    sleeps: list[float] = []
+    writes = WriteRefusal(ctx.db)
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 4:
+            await writes.off()  # the operator frees space
+
+    executor = ExecutorClient(
+        "http://cp", launch.token, transport=httpx.ASGITransport(app=app), max_attempts=2, sleep=sleep
+    )
+    await writes.on()
+    with pytest.raises(ControlPlaneUnavailable):
+        await executor.report([StepEntry(kind="step", name="checkout", status=StepStatus.RUNNING)])
+    refusal = executor.storage_refusal()
+    assert refusal is not None and refusal.path == "/reports"
+    assert (refusal.kind, refusal.prefix, refusal.retry_after) == ("read_only", "storage read-only", 5.0)
+
+    # Refused for as long as the heartbeat timeout: the phase stops, storage named first.
+    runner = PhaseRunner(executor, tmp_path, base_env={})
+    runner._storage_patience = 0.0
+    await asyncio.wait_for(runner._watch_storage(0.001), 5)
+    reason = runner._stop_reason
+    assert reason is not None and reason.startswith(
+        "storage read-only: the control plane could not store this phase's reports for 0 seconds"
+    )
+
+    # Its result is tried again until a write succeeds.
+    answer = await executor.finish(PhaseResult.FAILED, reason, storage_patience=600)
+    assert answer.status == "failed" and len(sleeps) >= 4
+    assert "/finish" not in executor._storage_refused
+    async with ctx.db.read() as session:
+        run = await session.get(Run, run_id)
+        assert run is not None and (run.status, run.error) == ("failed", reason)
+    await executor.aclose()

@@ -91,7 +91,7 @@ async def _answer_error(scope: Scope, error: Exception, send: Send) -> int:
         ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
         if ctx is not None:
             ctx.storage.failed(storage)
-        body = {"error": {"code": storage.code, "message": storage.message}}
+        body = {"error": {"code": storage.code, "message": storage.message, **storage.details}}
         response = JSONResponse(body, status_code=storage.http_status, headers=retry_after_headers(storage))
     else:
         log.error("unexpected error on %s %s", scope["method"], scope["path"], exc_info=error)

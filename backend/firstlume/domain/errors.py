@@ -133,8 +133,8 @@ class StorageUnavailable(FirstlumeError):
     # Seconds a client is asked to wait before trying again (the Retry-After header).
     retry_after = 5
 
-    def __init__(self, message: str, *, kind: str = "full") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, kind: str = "full", **details: Any) -> None:
+        super().__init__(message, storage=kind, **details)
         self.kind = kind
 
     @property
