@@ -24,6 +24,7 @@ from conftest import Tenant, make_stack
 from firstlume.api.middleware import RequestMiddleware
 from firstlume.db.engine import Database
 from firstlume.db.models import Run
+from firstlume.domain.errors import StorageUnavailable
 from firstlume.domain.runs import StepStatus
 from firstlume.executor.client import ControlPlaneUnavailable, ExecutorClient
 from firstlume.executor.phase import PhaseRunner
@@ -205,3 +206,17 @@ async def test_an_executor_refused_for_storage_stops_its_phase_and_reports_it_on
         run = await session.get(Run, run_id)
         assert run is not None and (run.status, run.error) == ("failed", reason)
     await executor.aclose()
+
+
+def test_a_lost_connection_does_not_make_the_storage_unavailable_for_readiness() -> None:
+    clock = Clock()
+    watch = StorageWatch(clock=clock)
+    gone = storage_failure(ConnectionResetError("the database connection was lost"))
+    lost = gone or StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
+    watch.failed(lost)
+    assert watch.recent() is None
+    full = StorageUnavailable("full", kind="full")
+    watch.failed(full)
+    assert watch.recent() is full
+    clock.now += STORAGE_SETTLE_SECONDS + 1
+    assert watch.recent() is None

@@ -280,8 +280,8 @@ class Scheduler(BackgroundService):
         storage failure (a full disk), the phase's reports could not be stored either, and the
         run's error names it."""
         storage = storage_failure(error)
-        if storage is None:
-            return died
+        if storage is None or storage.kind == "gone":
+            return died  # a connection lost for a moment says nothing of the phase's reports
         self.ctx.storage.failed(storage)
         return dataclasses.replace(died, reason=dispatch.blame_storage(storage, died.reason))
 

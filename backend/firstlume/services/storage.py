@@ -79,6 +79,8 @@ class StorageWatch:
         self._last: tuple[float, StorageUnavailable] | None = None
 
     def failed(self, error: StorageUnavailable) -> None:
+        if error.kind == "gone":
+            return  # a lost connection: the pool connects anew, the next request most likely works
         self._last = (self._clock(), error)
 
     def recent(self, within: float = STORAGE_SETTLE_SECONDS) -> StorageUnavailable | None:
