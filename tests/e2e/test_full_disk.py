@@ -252,11 +252,13 @@ def check_storm(tally: Tally) -> None:
         assert tally.count(kind) >= REQUESTS_OF_EACH_KIND, tally.statuses
         assert set(tally.statuses[kind]) <= {200, 204, 503}, (kind, tally.statuses[kind])
     # The storage really refused (the odd small write may still find room), and reads were served.
-    assert tally.statuses["rest write"][503] >= REQUESTS_OF_EACH_KIND, tally.statuses["rest write"]
+    assert tally.statuses["rest write"][503] >= REQUESTS_OF_EACH_KIND * 3 // 4, tally.statuses["rest write"]
     assert tally.statuses["rest read"][200] >= REQUESTS_OF_EACH_KIND, tally.statuses["rest read"]
     assert tally.statuses["graphql query"][200] >= REQUESTS_OF_EACH_KIND, tally.statuses["graphql query"]
     # And the executor's log could not be stored.
-    assert tally.statuses["executor log"][503] >= REQUESTS_OF_EACH_KIND, tally.statuses["executor log"]
+    assert tally.statuses["executor log"][503] >= REQUESTS_OF_EACH_KIND * 3 // 4, tally.statuses[
+        "executor log"
+    ]
 
 
 def refused(served: Served) -> bool:
