@@ -1,6 +1,6 @@
 """An executor dies while the database cannot store anything (a full disk): the scheduler keeps
-the death and records it at a later pass, so the run ends failed with the executor's reason
-once it can be stored, rather than staying `planning` or `applying`."""
+the death and records it at a later pass, so the run ends failed with the storage named and the
+executor's reason once it can be stored, rather than staying `planning` or `applying`."""
 
 from __future__ import annotations
 
@@ -63,7 +63,13 @@ async def test_a_death_the_database_could_not_store_is_recorded_at_a_later_pass(
 
     disk_full = False
     await scheduler.tick()
-    assert await status() == ("failed", died.reason)
+    # The phase's reports could not be stored either: the error says storage first.
+    status_now, error = await status()
+    assert status_now == "failed"
+    assert error == (
+        "storage full: the database's disk was full, so this phase's heartbeats and reports could not "
+        f"be stored and its executor was stopped. {died.reason}"
+    )
     assert launcher.cleaned == [ref]
     await scheduler.tick()  # recorded once: nothing left to retry
     assert scheduler._unrecorded == {}

@@ -109,7 +109,29 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         except Exception as error:
             raise DisconnectionError() from error
 
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _drop_read_only(context: Any) -> None:
+        # A session takes default_transaction_read_only (and a standby's read-only state) when it
+        # connects: once one has refused a write as read-only, the pool's connections of that time
+        # are replaced, so that the first writes after an operator (or a failover) makes the
+        # database writable again are not refused by sessions that still only read.
+        if _read_only_refusal(context.original_exception):
+            context.is_disconnect = True
+
     return engine
+
+
+READ_ONLY_TRANSACTION = "25006"  # SQLSTATE read_only_sql_transaction
+
+
+def _read_only_refusal(error: BaseException | None) -> bool:
+    seen = 0
+    while error is not None and seen < 5:
+        if getattr(error, "sqlstate", None) == READ_ONLY_TRANSACTION:
+            return True
+        error = error.__cause__
+        seen += 1
+    return False
 
 
 class Database:

@@ -467,6 +467,16 @@ class StateVersion(Base):
     run_phase: Mapped[Phase | None] = mapped_column(EnumText(Phase, 10), nullable=True)
 
 
+class StorageProbe(Base):
+    """One row that /readyz writes: whether the database can store anything now (a full disk, a
+    database that only reads). Written in place, so it grows nothing."""
+
+    __tablename__ = "storage_probe"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    probed_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+
 import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables join this metadata)
 
 # Modules of other features that add tables to Base (imported so that Base.metadata holds them).

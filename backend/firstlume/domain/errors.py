@@ -141,7 +141,29 @@ class PayloadTooLarge(InvalidRequest):
 
 
 class StorageUnavailable(FirstlumeError):
-    """The database cannot store anything now (full disk, read-only, connection gone)."""
+    """The database cannot store anything now (full disk, read-only, connection gone). `kind`
+    names which (`full`, `read_only`, `gone`); a run that failed of it says so in its error,
+    starting with `reason_prefix`."""
 
     code = "storage_unavailable"
     http_status = 503
+    # Seconds a client is asked to wait before trying again (the Retry-After header).
+    retry_after = 5
+
+    def __init__(self, message: str, *, kind: str = "full", **details: Any) -> None:
+        super().__init__(message, storage=kind, **details)
+        self.kind = kind
+
+    @property
+    def what(self) -> str:
+        """What happened, as a clause of a run's error."""
+        return {
+            "read_only": "the database accepted reads only",
+            "gone": "the database could not be reached",
+        }.get(self.kind, "the database's disk was full")
+
+    @property
+    def reason_prefix(self) -> str:
+        return {"read_only": "storage read-only", "gone": "storage unavailable"}.get(
+            self.kind, "storage full"
+        )

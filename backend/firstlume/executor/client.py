@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -109,6 +111,10 @@ class ExecutorClient:
         self.token = token
         self._max_attempts = max(1, max_attempts or retry.CONTROL_PLANE_REQUEST.attempts or 1)
         self._sleep = sleep
+        self._clock = time.monotonic
+        # Requests the control plane could not store (503 storage_unavailable), by path, since
+        # their first refusal: a success of the same path forgets it.
+        self._storage_refused: dict[str, StorageRefusal] = {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -118,6 +124,14 @@ class ExecutorClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    def refused_for(self, refusal: StorageRefusal) -> float:
+        """Seconds since `refusal` began."""
+        return self._clock() - refusal.since
+
+    def storage_refusal(self) -> StorageRefusal | None:
+        """The oldest refusal for storage not followed by a success of its request, if any."""
+        return min(self._storage_refused.values(), key=lambda r: r.since, default=None)
 
     # -- endpoints -------------------------------------------------------------------------
 
@@ -179,16 +193,31 @@ class ExecutorClient:
         last_step: str | None = None,
         log: LogBatch | None = None,
         resources: list[ResourceReport] | None = None,
+        storage_patience: float | None = None,
     ) -> FinishAnswer:
+        """Reports the phase's result. While the control plane answers that it cannot store it
+        (503 storage_unavailable), it is tried again for up to `storage_patience` seconds."""
         report = FinishReport(
             status=status, error=error, last_step=last_step, log=log, resources=resources or []
         )
-        answer = await self._request(
-            "POST",
-            "/finish",
-            report,
-            done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
-        )
+        started = self._clock()
+        while True:
+            try:
+                answer = await self._request(
+                    "POST",
+                    "/finish",
+                    report,
+                    done_on_retry=lambda rejection: isinstance(rejection, Unauthorized),
+                )
+                break
+            except ControlPlaneUnavailable:
+                # The control plane cannot store the result now (a full disk): it is tried
+                # again, so that the run ends as soon as a write succeeds again, for as long as
+                # the control plane waits for a silent phase (it then fails the phase itself).
+                refusal = self._storage_refused.get("/finish")
+                if storage_patience is None or refusal is None or self._clock() - started > storage_patience:
+                    raise
+                await self._sleep(refusal.retry_after)
         if answer is None or not answer.content:
             # The token died with the phase, so a 401 on a retry means the first attempt finished it.
             return FinishAnswer(status=None)
@@ -244,9 +273,46 @@ class ExecutorClient:
             response = await self._http.request(method, path, content=content, headers=headers)
         except httpx.TransportError as exc:
             raise _Unanswered(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+        if method != "GET":
+            self._note_storage(path, response)
         if response.status_code >= 500:
             raise _Unanswered(f"{response.status_code} {_error_fields(response)[1]}")
         return response
+
+    def _note_storage(self, path: str, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            self._storage_refused.pop(path, None)
+            return
+        code, message, details = _error_fields(response)
+        if response.status_code == 503 and code == STORAGE_UNAVAILABLE and path not in self._storage_refused:
+            kind = str(details.get("storage") or "")
+            wait = response.headers.get("retry-after", "")
+            retry_after = float(wait) if wait.isdigit() else DEFAULT_RETRY_AFTER
+            self._storage_refused[path] = StorageRefusal(path, self._clock(), kind, message, retry_after)
+
+
+STORAGE_UNAVAILABLE = "storage_unavailable"
+# Seconds between tries of a result the control plane could not store, when it names none.
+DEFAULT_RETRY_AFTER = 5.0
+
+
+@dataclass(frozen=True)
+class StorageRefusal:
+    """The control plane answered 503 `storage_unavailable` to `path` from `since` (monotonic
+    seconds) on: its database can store nothing (`kind`: full, read_only, gone)."""
+
+    path: str
+    since: float
+    kind: str
+    message: str
+    retry_after: float = 5.0
+
+    @property
+    def prefix(self) -> str:
+        """How a run's error that it caused begins (the control plane's words for the same)."""
+        return {"full": "storage full", "read_only": "storage read-only"}.get(
+            self.kind, "storage unavailable"
+        )
 
 
 class _Unanswered(Exception):

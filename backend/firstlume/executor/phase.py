@@ -33,7 +33,13 @@ from firstlume.executor.checkout import (
     checkout,
     display_url,
 )
-from firstlume.executor.client import ControlPlaneError, ExecutorClient, LogGap, Unauthorized
+from firstlume.executor.client import (
+    ControlPlaneError,
+    ExecutorClient,
+    LogGap,
+    StorageRefusal,
+    Unauthorized,
+)
 from firstlume.executor.config_file import ConfigError, StackConfig, load_config
 from firstlume.executor.engines import Engine, EngineError, make_engine
 from firstlume.executor.engines.base import engine_environment, write_var_file
@@ -59,6 +65,7 @@ from firstlume.protocol.executor import (
     Variable,
     VariableUse,
 )
+from firstlume.tasks import cancel_and_wait
 
 CONFIG_ORIGIN = "config.yaml"
 # How often buffered log text and resource states go out while the engine runs.
@@ -124,6 +131,14 @@ def merge_variables(spec_variables: Iterable[Variable], config: StackConfig) -> 
     return merged + given
 
 
+def storage_stop_reason(refusal: StorageRefusal, patience: float) -> str:
+    """A phase stopped because the control plane could not store its reports."""
+    return (
+        f"{refusal.prefix}: the control plane could not store this phase's reports for {patience:g} "
+        f"seconds, so the phase was stopped. {refusal.message}"
+    )
+
+
 def apply_failure(
     run_errors: list[str], failed: list[str], exit_code: int, binary: str
 ) -> PhaseFailure | None:
@@ -166,6 +181,9 @@ class PhaseRunner:
         self._overrides: list[Path] = []
         # An apply's last resource states, not yet shipped: its result carries them.
         self._last_resources: list[ResourceReport] = []
+        # How long the control plane may refuse to store this phase's reports before it stops
+        # (the spec's heartbeat timeout; None: it goes on).
+        self._storage_patience: float | None = None
 
     def terminate(self, reason: str) -> None:
         """Stops the phase (a dead token, SIGTERM); the engine gets an interrupt first."""
@@ -205,6 +223,12 @@ class PhaseRunner:
         )
         await self.logs.start()
         await heartbeat.start()
+        self._storage_patience = spec.heartbeat_timeout_seconds
+        storage_watch = (
+            asyncio.create_task(self._watch_storage(spec.heartbeat_interval_seconds), name="storage-watch")
+            if self._storage_patience is not None
+            else None
+        )
         status = PhaseResult.SUCCEEDED
         error: str | None = None
         body = self._plan_phase if spec.phase == Phase.PLAN else self._apply_phase
@@ -226,6 +250,7 @@ class PhaseRunner:
         except Exception as exc:
             status, error = PhaseResult.FAILED, self._describe(exc)
         finally:
+            await cancel_and_wait(storage_watch)
             self._remove_overrides()
             await self._drop_plan()
             await heartbeat.stop()
@@ -245,6 +270,19 @@ class PhaseRunner:
         except ControlPlaneError as exc:
             print(f"firstlume executor: could not ship the whole log: {exc}", file=sys.stderr)
         return await self._finish(status, error, tail)
+
+    async def _watch_storage(self, interval: float) -> None:
+        """Stops the phase once the control plane has refused to store one of its reports (a log
+        batch, a step, a heartbeat) for `_storage_patience` seconds (the heartbeat timeout): what
+        the phase does meanwhile cannot be recorded. Its result then says so first."""
+        patience = self._storage_patience
+        assert patience is not None
+        while True:
+            await asyncio.sleep(interval)
+            refusal = self.client.storage_refusal()
+            if refusal is not None and self.client.refused_for(refusal) >= patience:
+                self.terminate(storage_stop_reason(refusal, patience))
+                return
 
     # -- phases ---------------------------------------------------------------------------------
 
@@ -596,7 +634,12 @@ class PhaseRunner:
         try:
             try:
                 answer = await self.client.finish(
-                    status, error, last_step=last_step, log=log, resources=resources
+                    status,
+                    error,
+                    last_step=last_step,
+                    log=log,
+                    resources=resources,
+                    storage_patience=self._storage_patience,
                 )
             except LogGap:
                 if log is None:

@@ -150,6 +150,13 @@ class PhaseSpec(Answer):
         "null: no managed state",
     )
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0, description="seconds between heartbeats")
+    heartbeat_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds without a stored heartbeat before the control plane fails the phase; also how "
+        "long the executor goes on while the control plane cannot store its reports (503 "
+        "`storage_unavailable`) before it stops the phase (null: it goes on)",
+    )
     git_timeout_seconds: float = Field(
         default=120.0,
         gt=0,

@@ -32,6 +32,7 @@ from firstlume.protocol.events import Event, RunStatusChanged, scheduler_claims
 from firstlume.pubsub import SCHEDULER_CHANNEL
 from firstlume.services import dispatch
 from firstlume.services.context import Context
+from firstlume.services.storage import storage_failure
 from firstlume.tasks import cancel_and_wait
 
 log = logging.getLogger("firstlume.scheduler")
@@ -94,6 +95,8 @@ class Scheduler(BackgroundService):
         # Launches of phases claimed outside a pass (launch_claimed), until they are done.
         self._handed_over: set[asyncio.Task[None]] = set()
         self._launching = False
+        # Whether the last pass's claims were refused for storage (logged once, not every pass).
+        self._claims_refused = False
 
     @property
     def launching(self) -> bool:
@@ -145,14 +148,14 @@ class Scheduler(BackgroundService):
     async def _on_death(self, died: ExecutorDied) -> None:
         if died.ref in self._silenced:
             # Stopped because it fell silent: that is the reason the run shows.
-            died = dataclasses.replace(died, reason=dispatch.silence_reason(self.ctx))
+            died = dataclasses.replace(died, reason=self._silence_reason())
         try:
             failed = await dispatch.on_executor_died(self.ctx, died)
         except Exception as error:
             # The database cannot store it now (its disk is full, say): kept, and tried again
             # at every pass, so the run ends failed with this reason once it can be stored.
             log.warning("could not record that %s died (%s); trying again", died.ref, error)
-            self._unrecorded[died.ref] = died
+            self._unrecorded[died.ref] = self._blamed(died, error)
             return
         self._unrecorded.pop(died.ref, None)
         if failed:
@@ -212,7 +215,24 @@ class Scheduler(BackgroundService):
         for died in list(self._unrecorded.values()):
             await self._on_death(died)
         await self.clean_up_canceled()
-        await self.dispatch(claims)
+        try:
+            await self.dispatch(claims)
+        except Exception as error:
+            storage = storage_failure(error)
+            if storage is None:
+                raise
+            # Nothing can be claimed while the database stores nothing (a full disk; PostgreSQL
+            # that only reads refuses even the claim's row locks), but the passes go on at their
+            # pace: silent executors are still found and stopped, and what could not be stored is
+            # stored at the first pass after the storage is back, not after a failed pass's backoff.
+            self.ctx.storage.failed(storage)
+            if not self._claims_refused:
+                log.warning("no phase can be claimed: %s", storage.message)
+            self._claims_refused = True
+        else:
+            if self._claims_refused:
+                log.warning("phases can be claimed again")
+            self._claims_refused = False
         if health:
             await self.check_health()
 
@@ -231,11 +251,39 @@ class Scheduler(BackgroundService):
             finally:
                 self._silenced.discard(ref)
             metrics.MISSED_HEARTBEATS.inc()
-            if await dispatch.fail_phase(self.ctx, ref, dispatch.silence_reason(self.ctx)):
+            reason = self._silence_reason()
+            try:
+                failed = await dispatch.fail_phase(self.ctx, ref, reason)
+            except Exception as error:
+                if storage_failure(error) is None:
+                    raise
+                # Its executor is stopped; the run ends failed, storage named as the cause, at
+                # the first pass that can store it (as an executor's death is).
+                log.warning("could not fail the silent phase %s (%s); trying again", ref, error)
+                self._unrecorded[ref] = self._blamed(ExecutorDied(ref, reason), error)
+                continue
+            if failed:
                 self.wake()  # its stack's lock is free
         active = await dispatch.running_phases(self.ctx)
         for died in await self.launcher.check_health(active):
             await self._on_death(died)
+
+    def _silence_reason(self) -> str:
+        """Why a silent phase fails. When this process met a storage failure within the heartbeat
+        timeout, that is most likely why the executor's heartbeats were not stored: said first."""
+        reason = dispatch.silence_reason(self.ctx)
+        storage = self.ctx.storage.recent(self.ctx.settings.heartbeat_timeout)
+        return reason if storage is None else dispatch.blame_storage(storage, reason)
+
+    def _blamed(self, died: ExecutorDied, error: BaseException) -> ExecutorDied:
+        """`died`, whose failure the database could not store because of `error`: when that is a
+        storage failure (a full disk), the phase's reports could not be stored either, and the
+        run's error names it."""
+        storage = storage_failure(error)
+        if storage is None or storage.kind == "gone":
+            return died  # a connection lost for a moment says nothing of the phase's reports
+        self.ctx.storage.failed(storage)
+        return dataclasses.replace(died, reason=dispatch.blame_storage(storage, died.reason))
 
     async def dispatch(self, claims: Iterable[Claim] = BOTH) -> int:
         """Claims and launches queued phases (plans, applies or both), batch after batch, until

@@ -19,6 +19,7 @@ from firstlume.pubsub import PubSub
 from firstlume.services.access.token_watch import TokenWatch
 from firstlume.services.logs import LogTails
 from firstlume.services.ports import Kickable, Notifier, SchedulerPort
+from firstlume.services.storage import StorageWatch
 from firstlume.settings import Settings
 
 log = logging.getLogger("firstlume.events")
@@ -72,6 +73,9 @@ class Context:
     notifier: Notifier | None = None
     # This process's scheduler, when it runs one.
     scheduler: SchedulerPort | None = None
+    # The storage failures this process met, for /readyz: one watch for every context the app
+    # builds from the first (dataclasses.replace keeps it).
+    storage: StorageWatch = field(default_factory=StorageWatch)
     # This process's live log readers, one tail per run (services/logs.py), and its watch over
     # the tokens of open subscriptions (one query for all).
     log_tails: LogTails = field(init=False)

@@ -22,7 +22,7 @@ from firstlume.crypto import hash_token, new_token
 from firstlume.db.models import Organization, PhaseToken, Run, Stack, StateHead
 from firstlume.db.types import utcnow
 from firstlume.domain.claims import APPLIES
-from firstlume.domain.errors import StackLocked, StatusChanged
+from firstlume.domain.errors import StackLocked, StatusChanged, StorageUnavailable
 from firstlume.domain.runs import HOLDS_LOCK, PHASE_OF_RUNNING_STATUS, RUNNING, RunStatus, is_running_phase
 from firstlume.launchers.base import ExecutorDied, PhaseLaunch, PhaseRef
 from firstlume.services.context import Context, Unit
@@ -261,6 +261,22 @@ async def silent_phases(ctx: Context, *, up_since: datetime | None = None) -> li
 def silence_reason(ctx: Context) -> str:
     timeout = ctx.settings.heartbeat_timeout
     return f"The executor sent no heartbeat for {timeout:g} seconds (FIRSTLUME_HEARTBEAT_TIMEOUT), so the run was marked failed."
+
+
+def blame_storage(storage: StorageUnavailable, reason: str) -> str:
+    """A phase's failure that the database's storage caused (its executor's heartbeats and reports
+    were refused, or its end could not be stored): the run's error says so first."""
+    if reason.startswith(STORAGE_PREFIXES):
+        return reason
+    return (
+        f"{storage.reason_prefix}: {storage.what}, so this phase's heartbeats and reports could not be "
+        f"stored and its executor was stopped. {reason}"
+    )
+
+
+STORAGE_PREFIXES = tuple(
+    StorageUnavailable("", kind=kind).reason_prefix + ":" for kind in ("full", "read_only", "gone")
+)
 
 
 async def expire_heartbeats(ctx: Context, *, up_since: datetime | None = None) -> list[PhaseRef]:

@@ -175,6 +175,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         variables=variables,
         log_offset=run.log_length,
         heartbeat_interval_seconds=ctx.settings.executor_heartbeat_interval,
+        heartbeat_timeout_seconds=ctx.settings.heartbeat_timeout,
         git_timeout_seconds=ctx.settings.git_timeout,
         state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
     )

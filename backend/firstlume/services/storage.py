@@ -4,7 +4,8 @@ act on (domain/errors.py StorageUnavailable), never with 500 `internal_error`.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from firstlume.domain.errors import StorageUnavailable
 
@@ -35,18 +36,55 @@ def storage_failure(error: BaseException) -> StorageUnavailable | None:
         if state in _FULL or "disk is full" in text or "no space left" in text or "file too large" in text:
             return StorageUnavailable(
                 "The database's disk is full: nothing can be saved until an operator frees space. "
-                "Reads still work; retry the change later."
+                "Reads still work; retry the change later.",
+                kind="full",
             )
         if state in _READ_ONLY or "readonly database" in text or "read-only" in text:
             return StorageUnavailable(
                 "The database only accepts reads right now (read-only): nothing can be saved until "
-                "an operator makes it writable again. Retry the change later."
+                "an operator makes it writable again. Retry the change later.",
+                kind="read_only",
             )
         if state in _GONE or type(item).__name__ in ("ConnectionDoesNotExistError", "ConnectionRefusedError"):
-            return StorageUnavailable("The database connection was lost; retry in a moment.")
+            return StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
+        if type(item).__name__ == "InternalClientError" and "another operation" in text:
+            # asyncpg's words for a connection the server ended in the middle of a statement or
+            # a commit (a restart, pg_terminate_backend): it is gone, like the cases above.
+            return StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
         if "disk i/o error" in text:
             return StorageUnavailable(
                 "The database could not write to its disk (full, or failing): nothing can be saved "
-                "until an operator frees space or repairs it. Reads still work; retry the change later."
+                "until an operator frees space or repairs it. Reads still work; retry the change later.",
+                kind="full",
             )
     return None
+
+
+# How long after this process last met a storage failure /readyz still reports storage as
+# unavailable, even when its own small probe write gets through: a disk with room for a probe
+# row may have none for a run's log.
+STORAGE_SETTLE_SECONDS = 10.0
+
+
+def retry_after_headers(error: StorageUnavailable) -> dict[str, str]:
+    return {"Retry-After": str(error.retry_after)}
+
+
+class StorageWatch:
+    """The last storage failure this process met (any request, any background service), for
+    /readyz: a replica that cannot write says so, and Kubernetes stops routing to it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last: tuple[float, StorageUnavailable] | None = None
+
+    def failed(self, error: StorageUnavailable) -> None:
+        if error.kind == "gone":
+            return  # a lost connection: the pool connects anew, the next request most likely works
+        self._last = (self._clock(), error)
+
+    def recent(self, within: float = STORAGE_SETTLE_SECONDS) -> StorageUnavailable | None:
+        """The last failure, when it is at most `within` seconds old."""
+        if self._last is None or self._clock() - self._last[0] > within:
+            return None
+        return self._last[1]

@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLHTTPResponse
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
@@ -22,12 +23,15 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from firstlume.api.disconnect import client_left
 from firstlume.api.graphql.context import GraphQLContext
+from firstlume.api.graphql.errors import storage_error_in
 from firstlume.api.graphql.schema import schema
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input, json_output
 from firstlume.domain.audit import AuditVia
+from firstlume.domain.errors import StorageUnavailable
 from firstlume.services.audit import entered_via
 from firstlume.services.reads import ReadScope
+from firstlume.services.storage import retry_after_headers, storage_failure
 
 # Where an HTTP request's read scope waits to be closed once its response is ready.
 READS_KEY = "firstlume.reads"
@@ -79,11 +83,29 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
             return request_error(error.status_code, code, _sentence(error.reason))
         except ClientDisconnect:
             return client_left(request)
-        except Exception:
+        except Exception as error:
+            storage = storage_failure(error)
+            if storage is not None:
+                log.error("%s /graphql: %s (%s)", request.method, storage.message, error)
+                request.app.state.ctx.storage.failed(storage)
+                response = request_error(storage.http_status, storage.code, storage.message)
+                response.headers.update(retry_after_headers(storage))
+                return response
             log.exception("unexpected error on %s /graphql", request.method)
             return request_error(
                 500, "internal_error", "Something went wrong on our side; it has been logged."
             )
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        response = super().create_response(response_data, sub_response)
+        if storage_error_in(response_data):
+            # As over REST: the database cannot store anything now, and the client may try again
+            # (a query that only reads is answered 200 all along).
+            response.status_code = StorageUnavailable.http_status
+            response.headers["Retry-After"] = str(StorageUnavailable.retry_after)
+        return response
 
     def parse_json(self, data: str | bytes) -> Any:
         """A request body (or GET's `variables`) with Firstlume's limits; an operation, or a list

@@ -27,6 +27,7 @@ from firstlume.domain.errors import (
     InvalidRequest,
     InvalidStatus,
     NotFound,
+    StorageUnavailable,
 )
 from firstlume.services.storage import storage_failure
 
@@ -150,17 +151,39 @@ class ErrorPolicy(MaskErrors):
         return masked
 
 
+def _note_storage_failure(execution_context: ExecutionContext | None, error: StorageUnavailable) -> None:
+    """For /readyz (services/storage.py StorageWatch)."""
+    context = execution_context.context if execution_context is not None else None
+    app = getattr(context, "app", None)
+    if app is not None:
+        app.storage.failed(error)
+
+
+def storage_error_in(response_data: object) -> bool:
+    """Whether a GraphQL answer (or a batch of them) carries a `storage_unavailable` error."""
+    answers = response_data if isinstance(response_data, list) else [response_data]
+    return any(
+        isinstance(error, dict) and (error.get("extensions") or {}).get("code") == StorageUnavailable.code
+        for answer in answers
+        if isinstance(answer, dict)
+        for error in answer.get("errors") or []
+    )
+
+
 def raised_by_resolver(error: GraphQLError) -> bool:
     return error.original_error is not None and not isinstance(error.original_error, GraphQLError)
 
 
 def log_unexpected(errors: list[GraphQLError], execution_context: ExecutionContext | None) -> None:
     for error in errors:
+        if isinstance(error.original_error, StorageUnavailable):
+            _note_storage_failure(execution_context, error.original_error)
         if raised_by_resolver(error) and not isinstance(error.original_error, FirstlumeError):
             assert error.original_error is not None
             storage = storage_failure(error.original_error)
             if storage is not None:
                 log.error("GraphQL resolver at %s: %s", error.path, storage.message)
+                _note_storage_failure(execution_context, storage)
                 continue
             log.error(
                 "unexpected error in a GraphQL resolver at %s", error.path, exc_info=error.original_error

@@ -6,6 +6,7 @@ route that is not in the table makes the app refuse to start."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from starlette.requests import ClientDisconnect, Request
@@ -13,10 +14,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from firstlume.api.disconnect import client_left
-from firstlume.api.rest.http import Handler, context_of
+from firstlume.api.rest.http import Handler, context_of, note_storage_failure
 from firstlume.services.access import tokens
 from firstlume.services.access.permissions import FORCE_UNLOCK, REST, Need
 from firstlume.services.context import Actor
+from firstlume.services.storage import storage_failure
+
+log = logging.getLogger("firstlume.api")
 
 NEED_KEY = "firstlume.need"
 ACTOR_KEY = "firstlume.actor"
@@ -74,11 +78,25 @@ def _wrap(handler: Handler, name: str, need: Need) -> Handler:
         actor: Actor | None = request.scope.get(ACTOR_KEY)
         # Recorded for requests that succeeded: a refused one changes nothing, not even this.
         if actor is not None and response.status_code < 400:
-            await tokens.touch_if_stale(context_of(request), actor)
+            await _touch(request, actor)
         return response
 
     guarded.__name__ = getattr(handler, "__name__", name)
     return guarded
+
+
+async def _touch(request: Request, actor: Actor) -> None:
+    """Records the token's use, at best: the answer is ready, and a read served while the
+    database cannot store anything (a full disk) is still answered."""
+    try:
+        await tokens.touch_if_stale(context_of(request), actor)
+    except Exception as error:
+        storage = storage_failure(error)
+        if storage is None:
+            log.exception("recording the use of token %s failed", actor.token_id)
+            return
+        note_storage_failure(request, storage)
+        log.warning("the use of token %s was not recorded: %s", actor.token_id, storage.message)
 
 
 async def _need(request: Request, name: str, need: Need) -> Need:

@@ -16,10 +16,16 @@ from firstlume.api.disconnect import client_left
 from firstlume.api.json_body import JSONResponse
 from firstlume.domain import json_input
 from firstlume.domain.audit import AuditVia
-from firstlume.domain.errors import FirstlumeError, InvalidRequest, NotFound, PayloadTooLarge
+from firstlume.domain.errors import (
+    FirstlumeError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    StorageUnavailable,
+)
 from firstlume.services.audit import entered_via
 from firstlume.services.context import Context
-from firstlume.services.storage import storage_failure
+from firstlume.services.storage import retry_after_headers, storage_failure
 
 log = logging.getLogger("firstlume.api")
 
@@ -35,8 +41,26 @@ class InvalidJson(FirstlumeError):
 BodyTooLarge = PayloadTooLarge
 
 
-def error_response(http_status: int, code: str, message: str, /, **details: Any) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=http_status)
+def error_response(
+    http_status: int, code: str, message: str, /, headers: dict[str, str] | None = None, **details: Any
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, **details}}, status_code=http_status, headers=headers
+    )
+
+
+def storage_response(request: Request, error: StorageUnavailable) -> JSONResponse:
+    """503 with the sentence and Retry-After; the failure is noted for /readyz."""
+    note_storage_failure(request, error)
+    return error_response(
+        error.http_status, error.code, error.message, headers=retry_after_headers(error), **error.details
+    )
+
+
+def note_storage_failure(request: Request, error: StorageUnavailable) -> None:
+    ctx = getattr(request.app.state, "ctx", None)
+    if ctx is not None:
+        ctx.storage.failed(error)
 
 
 def context_of(request: Request) -> Context:
@@ -144,6 +168,13 @@ async def _handle(handler: Handler, request: Request) -> Response:
         if _has_nul(list(request.query_params.values())):
             raise InvalidRequest("Query parameters must not contain NUL characters.")
         return await handler(request)
+    except StorageUnavailable as error:
+        return storage_response(request, error)
+    except ClientDisconnect:
+        # The caller left before its body arrived (an executor stopped mid-request, say): no bug,
+        # and nobody reads the answer.
+        log.info("%s %s: the client left before its request arrived whole", request.method, request.url.path)
+        return error_response(400, "invalid_request", "The request ended before its body arrived whole.")
     except FirstlumeError as error:
         return error_response(error.http_status, error.code, error.message, **error.details)
     except ClientDisconnect:
@@ -152,7 +183,7 @@ async def _handle(handler: Handler, request: Request) -> Response:
         storage = storage_failure(error)
         if storage is not None:
             log.error("%s %s: %s (%s)", request.method, request.url.path, storage.message, error)
-            return error_response(storage.http_status, storage.code, storage.message, **storage.details)
+            return storage_response(request, storage)
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "Something went wrong on our side; it has been logged.")
 
