@@ -170,11 +170,6 @@ async def _handle(handler: Handler, request: Request) -> Response:
         return await handler(request)
     except StorageUnavailable as error:
         return storage_response(request, error)
-    except ClientDisconnect:
-        # The caller left before its body arrived (an executor stopped mid-request, say): no bug,
-        # and nobody reads the answer.
-        log.info("%s %s: the client left before its request arrived whole", request.method, request.url.path)
-        return error_response(400, "invalid_request", "The request ended before its body arrived whole.")
     except FirstlumeError as error:
         return error_response(error.http_status, error.code, error.message, **error.details)
     except ClientDisconnect:

@@ -4,7 +4,7 @@ its runs and state versions, for the retention period (readable by admins), unde
 of `stacks` would cascade into its runs while foreign keys are on).
 
 Revision ID: 0015_deleting_things
-Revises: 0013_fillfactor
+Revises: 0014_runs_correctness
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015_deleting_things"
-down_revision = "0013_fillfactor"
+down_revision = "0014_runs_correctness"
 branch_labels = None
 depends_on = None
 

@@ -3,7 +3,7 @@
 cannot write.
 
 Revision ID: 0016_storage
-Revises: 0013_fillfactor
+Revises: 0015_deleting_things
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016_storage"
-down_revision = "0013_fillfactor"
+down_revision = "0015_deleting_things"
 branch_labels = None
 depends_on = None
 
