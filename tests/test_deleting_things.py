@@ -255,6 +255,15 @@ async def test_deleted_stack_state_versions_stay_readable(client: httpx.AsyncCli
     base = f"{O}/deleted-stacks/{made['id']}/state/versions"
     [version] = (await ok(await client.get(base, headers=h)))["versions"]
     assert (version["serial"], version["resources"]) == (1, 1)
+    paged = await ok(await client.get(base, params={"unit": ".", "limit": "1", "before": "5"}, headers=h))
+    assert [v["serial"] for v in paged["versions"]] == [1]
+    runs = await ok(
+        await client.get(
+            f"{O}/deleted-stacks/{made['id']}/runs", params={"limit": "1", "before": "9"}, headers=h
+        )
+    )
+    assert runs == {"runs": []}
+    await refused(await client.get(base, params={"colour": "red"}, headers=h), 422, "invalid_request")
     stored = await client.get(f"{base}/1", headers=h)
     assert stored.status_code == 200 and stored.content == state_doc(1)
     await refused(await client.get(f"{base}/2", headers=h), 404, "not_found")

@@ -189,7 +189,7 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/orgs/{org}/stacks/{stack}/units/{unit:path}/state/versions/{serial:int}": {},
     "/api/v1/orgs/{org}/stacks/{stack}/units/{unit:path}/state/outputs": {},
     "/api/v1/orgs/{org}/members": {},
-    "/api/v1/orgs/{org}/tokens": {},
+    "/api/v1/orgs/{org}/tokens": {"member": "ada@example.com"},
     "/api/v1/orgs/{org}/audit": {"action": "run.start", "limit": "5"},
     "/api/v1/orgs/{org}/drift": {},
     "/api/v1/orgs/{org}/stacks/{stack}/drift": {"limit": "5", "before": "9"},
@@ -197,6 +197,13 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/orgs/{org}/notifications": {},
     "/api/v1/orgs/{org}/notifications/{id}": {},
     "/api/v1/orgs/{org}/notifications/{id}/deliveries": {"limit": "5"},
+    # A deleted stack's reads: `{id}` here is no deleted stack (404), so their parameters
+    # (?limit, ?before, ?unit) are taken in tests/test_deleting_things.py.
+    "/api/v1/orgs/{org}/deleted-stacks": {},
+    "/api/v1/orgs/{org}/deleted-stacks/{id}": {},
+    "/api/v1/orgs/{org}/deleted-stacks/{id}/runs": {},
+    "/api/v1/orgs/{org}/deleted-stacks/{id}/state/versions": {},
+    "/api/v1/orgs/{org}/deleted-stacks/{id}/state/versions/{serial:int}": {},
     # The executor protocol's reads (a phase token; docs/executor-protocol.md).
     "/api/v1/executor/spec": {},
     "/api/v1/executor/plan": {},
