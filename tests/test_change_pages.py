@@ -244,4 +244,5 @@ async def test_rest_sends_every_change_in_the_documented_shape(
             {"action": action, "title": title, "count": len(by_action[action]), "changes": by_action[action]}
             for action, title in zip(by_action, titles, strict=True)
         ],
+        "outputs": [],  # this plan changes no output (docs/rest-api.md: Changes)
     }
