@@ -158,6 +158,7 @@ class Scheduler(BackgroundService):
             self._unrecorded[died.ref] = self._blamed(died, error)
             return
         self._unrecorded.pop(died.ref, None)
+        self._silenced.discard(died.ref)
         if failed:
             log.warning("run %s failed: %s", died.ref.run_id, died.reason)
         await self.launcher.cleanup(died.ref)
@@ -242,26 +243,29 @@ class Scheduler(BackgroundService):
             # A silent executor may still be running: it is stopped first, and only then does
             # the run fail and release its stack's lock, so the next run never finds Terraform
             # still holding the state.
+            # Kept until its failure is stored: the launcher may report the stopped executor's
+            # death a moment after the stop, and the run must not then fail as merely killed.
             self._silenced.add(ref)
             try:
                 await self.launcher.cleanup(ref)
             except Exception:
+                self._silenced.discard(ref)
                 log.exception("stopping the silent executor of %s failed; its lock stays", ref)
                 continue
-            finally:
-                self._silenced.discard(ref)
             metrics.MISSED_HEARTBEATS.inc()
             reason = self._silence_reason()
             try:
                 failed = await dispatch.fail_phase(self.ctx, ref, reason)
             except Exception as error:
                 if storage_failure(error) is None:
+                    self._silenced.discard(ref)
                     raise
                 # Its executor is stopped; the run ends failed, storage named as the cause, at
                 # the first pass that can store it (as an executor's death is).
                 log.warning("could not fail the silent phase %s (%s); trying again", ref, error)
                 self._unrecorded[ref] = self._blamed(ExecutorDied(ref, reason), error)
                 continue
+            self._silenced.discard(ref)
             if failed:
                 self.wake()  # its stack's lock is free
         active = await dispatch.running_phases(self.ctx)
