@@ -119,7 +119,11 @@ def _warn(log: logging.Logger, what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
-CONTROL_PLANE_REQUEST = Policy(attempts=6, wait=Backoff(first=0.5, longest=10.0, jitter=(0.5, 1.0)))
+# An executor's request to the control plane: ten tries span 28-56 s, so a phase outlives a
+# control plane's restart (a rolling deploy, a crashed process started again) rather than failing
+# a run whose Terraform is still working; six tries (8-16 s) lost applies to restarts that took
+# longer than that on a busy machine (tests/e2e/test_control_plane_outage.py).
+CONTROL_PLANE_REQUEST = Policy(attempts=10, wait=Backoff(first=0.5, longest=10.0, jitter=(0.5, 1.0)))
 BROKER_RECONNECT = Policy(attempts=None, wait=Backoff(first=0.05, longest=5.0))
 HEAD_MOVED = Policy(attempts=3, wait=None)
 SQLITE_WAL_SWITCH = Policy(attempts=20, wait=wait_incrementing(start=0.02, increment=0.02))
