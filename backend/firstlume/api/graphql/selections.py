@@ -30,16 +30,28 @@ def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
     return [field.arguments for field in _subfields(info, name)]
 
 
+def selects_within(info: Info[Any, None], *path: str | frozenset[str]) -> bool:
+    """Whether the field being resolved has sub-fields along `path` (schema names; a set: any of
+    them), directly or through fragments: `selects_within(info, "nodes", "approval", "approvedBy")`."""
+    fields = list(info.selected_fields)
+    for step in path:
+        names = frozenset({step}) if isinstance(step, str) else step
+        fields = [found for field in fields for found in _named(field.selections, names)]
+        if not fields:
+            return False
+    return True
+
+
 def _subfields(info: Info[Any, None], name: str) -> Iterator[SelectedField]:
     for field in info.selected_fields:
         yield from _named(field.selections, name)
 
 
-def _named(selections: Iterable[Selection], name: str) -> Iterator[SelectedField]:
+def _named(selections: Iterable[Selection], names: str | frozenset[str]) -> Iterator[SelectedField]:
     for selection in selections:
         if not isinstance(selection, SelectedField):  # a fragment, spread or inline
-            yield from _named(selection.selections, name)
-        elif selection.name == name:
+            yield from _named(selection.selections, names)
+        elif selection.name == names or (isinstance(names, frozenset) and selection.name in names):
             yield selection
 
 
