@@ -15,7 +15,7 @@ from firstlume.api.graphql.access import Member, Token, members_of, role_of, tok
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
-from firstlume.api.graphql.selections import selects, selects_within
+from firstlume.api.graphql.selections import selects
 from firstlume.api.graphql.types import drift as drift_types
 from firstlume.api.graphql.types.audit import AuditConnection, audit_of
 from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
@@ -336,7 +336,8 @@ class Stack:
             types=tuple(RunType(t) for t in type or ()),
             triggers=tuple(TriggerKind(t) for t in trigger or ()),
         )
-        counted = selects(info, "totalCount")
+        selected = info.selected_fields
+        counted = selects(selected, "totalCount")
         rows = await self.loaders.stack_runs.load(
             RunPageKey(self.row.id, first + 1, before, run_filter, counted=counted)
         )
@@ -345,10 +346,10 @@ class Stack:
         # and steps answer at once (one read for the page instead of a task per run and field).
         self.loaders.seen([self.row])
         people = {r.created_by_id for r in page if r.created_by_id}
-        if selects_within(info, "nodes", "approval", "approvedBy"):
+        if selects(selected, "nodes", "approval", "approvedBy"):
             people.update(r.approved_by_id for r in page if r.approved_by_id)
         await self.loaders.email.load_many(people)
-        if selects_within(info, "nodes", STEP_FIELDS):
+        if selects(selected, "nodes", STEP_FIELDS):
             await self.loaders.steps.load_many([r.id for r in page])
         return RunConnection(
             stack_id=self.row.id,

@@ -67,13 +67,27 @@ class Approval:
     loaders: Private[Loaders]
     _decided: Private[tuple[Verdict, Verdict] | None] = None
 
-    @strawberry.field(description="Whether approval was required, read when the plan finished.")
-    def required(self) -> bool | None:
-        return self.row.approval_required
+    # Filled from the run's record when the query asks for the approval: attributes, not a
+    # resolver each (a page may ask for the approvals of 100 runs, and a query for 100 pages).
+    required: bool | None = filled("Whether approval was required, read when the plan finished.")
+    confirm_destructive: bool | None = filled()
+    approved_at: datetime | None = filled()
+    acknowledged: list[str] = filled("The deleted or replaced addresses confirmed with the approval.")
+    approvers: list[str] | None = filled(
+        'Who may decide: "user:<email>" and "group:<name>" entries; null: any operator or admin.'
+    )
+    forbid_self_approval: bool | None = filled(
+        "Whether the run's starter (or a push's commit author) may not approve it."
+    )
 
-    @strawberry.field
-    def confirm_destructive(self) -> bool | None:
-        return self.row.confirm_destructive
+    def __post_init__(self) -> None:
+        run = self.row
+        self.required = run.approval_required
+        self.confirm_destructive = run.confirm_destructive
+        self.approved_at = run.approved_at
+        self.acknowledged = list(run.acknowledged or [])
+        self.approvers = list(run.approvers) if run.approvers is not None else None
+        self.forbid_self_approval = run.forbid_self_approval
 
     @strawberry.field(graphql_type=str | None)
     def approved_by(self) -> str | Awaitable[str | None] | None:
@@ -81,24 +95,6 @@ class Approval:
         if self.row.approved_by_id is None:
             return None
         return known_or_awaited(self.loaders.email, self.row.approved_by_id)
-
-    @strawberry.field
-    def approved_at(self) -> datetime | None:
-        return self.row.approved_at
-
-    @strawberry.field(description="The deleted or replaced addresses confirmed with the approval.")
-    def acknowledged(self) -> list[str]:
-        return list(self.row.acknowledged or [])
-
-    @strawberry.field(
-        description='Who may decide: "user:<email>" and "group:<name>" entries; null: any operator or admin.'
-    )
-    def approvers(self) -> list[str] | None:
-        return list(self.row.approvers) if self.row.approvers is not None else None
-
-    @strawberry.field(description="Whether the run's starter (or a push's commit author) may not approve it.")
-    def forbid_self_approval(self) -> bool | None:
-        return self.row.forbid_self_approval
 
     @strawberry.field(description="Whether the caller may approve this run now.")
     async def viewer_can_approve(self, info: strawberry.Info) -> bool:
