@@ -338,9 +338,8 @@ class Stack:
         )
         selected = info.selected_fields
         counted = selects(selected, "totalCount")
-        rows = await self.loaders.stack_runs.load(
-            RunPageKey(self.row.id, first + 1, before, run_filter, counted=counted)
-        )
+        key = RunPageKey(self.row.id, first + 1, before, run_filter, counted=counted)
+        rows = await self.loaders.stack_runs.load(key)
         page = rows[:first]
         # Known before the runs resolve, so that their `stack`, `createdBy`, `approval.approvedBy`
         # and steps answer at once (one read for the page instead of a task per run and field).
@@ -350,7 +349,7 @@ class Stack:
             people.update(r.approved_by_id for r in page if r.approved_by_id)
         await self.loaders.email.load_many(people)
         if selects(selected, "nodes", STEP_FIELDS):
-            await self.loaders.steps.load_many([r.id for r in page])
+            await self.loaders.steps_of_page(key, page)
         return RunConnection(
             stack_id=self.row.id,
             filter=run_filter,
