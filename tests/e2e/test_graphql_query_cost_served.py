@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 
 from conftest import LiveServer, Tenant
 from firstlume.api.graphql.cost import MAX_COST
@@ -39,11 +38,6 @@ def most_expensive_allowed() -> str:
     return query(copies)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Known gap (issue 38 item 2 removed the GraphQL query thread, a second event loop): one "
-    "event loop runs the query's completion, and /healthz waits behind it.",
-)
 async def test_healthz_answers_within_200ms_while_the_most_expensive_allowed_query_runs(
     server: LiveServer, ctx: Context, tenant: Tenant
 ) -> None:

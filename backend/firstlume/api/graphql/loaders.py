@@ -47,6 +47,8 @@ class Loaders:
         # The GraphQL Stack object of each stack row, by id: the runs of a page share their
         # stack's (types/runs.Run.stack).
         self.stack_objects: dict[str, Any] = {}
+        # The read of a page's steps, by page: a query may ask for one page many times.
+        self._page_steps: dict[RunPageKey, asyncio.Future[object]] = {}
 
     # Each loader is made when first used: an operation uses a few of them.
 
@@ -152,6 +154,17 @@ class Loaders:
     def state_heads(self) -> DataLoader[str, list[StateHeadRecord]]:
         return self._loader(state_reads.heads_of_stacks)
 
+    async def steps_of_page(self, key: RunPageKey, runs: Sequence[RunRecord]) -> None:
+        """Loads the steps of a page's runs; asked again for the same page (the 100 copies of one
+        stack's page in `runs { nodes { stack { runs … } } }`), waits for the same read instead
+        of asking the loader for each run again (10,000 waiters woken in one turn of the loop)."""
+        pending = self._page_steps.get(key)
+        if pending is None:
+            pending = self._page_steps[key] = asyncio.ensure_future(
+                self.steps.load_many([r.id for r in runs])
+            )
+        await pending
+
     def _loader(
         self, read: Callable[[Any, Sequence[K]], Awaitable[Sequence[V]]], **options: Any
     ) -> DataLoader[K, V]:
@@ -173,11 +186,13 @@ class Loaders:
         """Drops what is cached about one run, after an event said that it changed."""
         with suppress(KeyError):  # not loaded yet
             self.steps.clear(run_id)
+        self._page_steps.clear()
 
     def forget_volatile(self) -> None:
         """Keeps only what does not change under a live view (stacks, folders, users' emails)."""
         for name in VOLATILE:
             self.__dict__.pop(name, None)
+        self._page_steps.clear()
 
     async def _stack_run_counts(self, keys: list[tuple[str, RunFilter]]) -> list[int]:
         by_filter: dict[RunFilter, list[str]] = {}

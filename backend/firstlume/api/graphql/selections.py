@@ -4,7 +4,7 @@ same statement (a page of runs and their total) asks before it reads. Read from 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from graphql import (
@@ -18,10 +18,17 @@ from strawberry.types import Info
 from strawberry.types.nodes import SelectedField, Selection
 
 
-def selects(info: Info[Any, None], name: str) -> bool:
-    """Whether the field being resolved has the sub-field `name` (its schema name, not an alias),
-    directly or through fragments."""
-    return any(True for _ in _subfields(info, name))
+def selects(selected: Sequence[Selection], *path: str | frozenset[str]) -> bool:
+    """Whether the fields `selected` (`info.selected_fields`, read once: strawberry builds them
+    anew on each read) have sub-fields along `path` (schema names, not aliases; a set: any of
+    them), directly or through fragments: `selects(selected, "nodes", "approval", "approvedBy")`."""
+    fields: Sequence[Selection] = selected
+    for step in path:
+        names = frozenset({step}) if isinstance(step, str) else step
+        fields = [found for field in fields for found in _named(field.selections, names)]
+        if not fields:
+            return False
+    return True
 
 
 def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
@@ -32,14 +39,14 @@ def arguments_of(info: Info[Any, None], name: str) -> list[dict[str, Any]]:
 
 def _subfields(info: Info[Any, None], name: str) -> Iterator[SelectedField]:
     for field in info.selected_fields:
-        yield from _named(field.selections, name)
+        yield from _named(field.selections, frozenset({name}))
 
 
-def _named(selections: Iterable[Selection], name: str) -> Iterator[SelectedField]:
+def _named(selections: Iterable[Selection], names: frozenset[str]) -> Iterator[SelectedField]:
     for selection in selections:
         if not isinstance(selection, SelectedField):  # a fragment, spread or inline
-            yield from _named(selection.selections, name)
-        elif selection.name == name:
+            yield from _named(selection.selections, names)
+        elif selection.name in names:
             yield selection
 
 

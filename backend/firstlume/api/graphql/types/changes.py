@@ -6,6 +6,7 @@ has a resolver of its own, so a page costs one object per change and attribute.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import strawberry
@@ -14,6 +15,7 @@ from strawberry.scalars import JSON
 
 from firstlume.api.graphql.enums import ChangeAction, ResourceState
 from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.types.pagination import PageInfo
 from firstlume.domain.changes import GROUPS, Summary
 from firstlume.services.reads.changes import ChangePage, ChangePageKey, ChangeRecord, OutputChangeRecord
@@ -153,9 +155,8 @@ class Changes:
     key: Private[ChangePageKey]
     loaders: Private[Loaders]
     summary: ChangeSummary = strawberry.field(description="Every change of the run, whatever the filters.")
-    _nodes: Private[list[ResourceChange] | None] = None
 
-    async def _page(self) -> ChangePage:
+    async def read_page(self) -> ChangePage:
         return await self.loaders.change_page.load(self.key)
 
     async def _counts(self) -> dict[str, int]:
@@ -170,18 +171,15 @@ class Changes:
     async def total_count(self) -> int:
         return sum((await self._counts()).values())
 
-    async def page_nodes(self) -> list[ResourceChange]:
-        if self._nodes is None:
-            self._nodes = [ResourceChange.of(r) for r in (await self._page()).records]
-        return self._nodes
-
-    @strawberry.field(description="This page's changes.")
-    async def nodes(self) -> list[ResourceChange]:
-        return await self.page_nodes()
+    # A page holds up to 10,000 changes: each is built when it is reached and completed one by
+    # one, sharing the event loop (pacing.py).
+    @strawberry.field(description="This page's changes.", graphql_type=list[ResourceChange])
+    async def nodes(self) -> AsyncIterator[ResourceChange]:
+        return paced(ResourceChange.of(r) for r in (await self.read_page()).records)
 
     @strawberry.field
     async def page_info(self) -> PageInfo:
-        page = await self._page()
+        page = await self.read_page()
         return PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor)
 
     @strawberry.field(description="Always four, in order: delete, replace, update, create.")
@@ -220,7 +218,8 @@ class ChangeGroup:
     total: int = strawberry.field(description="How many changes the group holds, whatever the filters.")
     of: Private[Changes]
 
-    @strawberry.field(description="The group's changes on this page.")
-    async def changes(self) -> list[ResourceChange]:
+    @strawberry.field(description="The group's changes on this page.", graphql_type=list[ResourceChange])
+    async def changes(self) -> AsyncIterator[ResourceChange]:
         action = self.action.value
-        return [c for c in await self.of.page_nodes() if c.action.value == action]
+        records = (await self.of.read_page()).records
+        return paced(ResourceChange.of(r) for r in records if r.action == action)

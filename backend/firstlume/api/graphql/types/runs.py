@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import strawberry
 from strawberry import Private
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # Large enough for a client that still reads every change at once; a page of 50 is the norm.
 MAX_CHANGES_PAGE = 10_000
 DEFAULT_CHANGES_PAGE = 50
+T = TypeVar("T")
 
 
 @strawberry.type
@@ -75,35 +76,34 @@ class Approval:
     loaders: Private[Loaders]
     _decided: Private[tuple[Verdict, Verdict] | None] = None
 
-    @strawberry.field(description="Whether approval was required, read when the plan finished.")
-    def required(self) -> bool | None:
-        return self.row.approval_required
-
-    @strawberry.field
-    def confirm_destructive(self) -> bool | None:
-        return self.row.confirm_destructive
-
-    @strawberry.field
-    async def approved_by(self) -> str | None:
-        return await self.loaders.email.load(self.row.approved_by_id) if self.row.approved_by_id else None
-
-    @strawberry.field
-    def approved_at(self) -> datetime | None:
-        return self.row.approved_at
-
-    @strawberry.field(description="The deleted or replaced addresses confirmed with the approval.")
-    def acknowledged(self) -> list[str]:
-        return list(self.row.acknowledged or [])
-
-    @strawberry.field(
-        description='Who may decide: "user:<email>" and "group:<name>" entries; null: any operator or admin.'
+    # Filled from the run's record when the query asks for the approval: attributes, not a
+    # resolver each (a page may ask for the approvals of 100 runs, and a query for 100 pages).
+    required: bool | None = filled("Whether approval was required, read when the plan finished.")
+    confirm_destructive: bool | None = filled()
+    approved_at: datetime | None = filled()
+    acknowledged: list[str] = filled("The deleted or replaced addresses confirmed with the approval.")
+    approvers: list[str] | None = filled(
+        'Who may decide: "user:<email>" and "group:<name>" entries; null: any operator or admin.'
     )
-    def approvers(self) -> list[str] | None:
-        return list(self.row.approvers) if self.row.approvers is not None else None
+    forbid_self_approval: bool | None = filled(
+        "Whether the run's starter (or a push's commit author) may not approve it."
+    )
 
-    @strawberry.field(description="Whether the run's starter (or a push's commit author) may not approve it.")
-    def forbid_self_approval(self) -> bool | None:
-        return self.row.forbid_self_approval
+    def __post_init__(self) -> None:
+        run = self.row
+        self.required = run.approval_required
+        self.confirm_destructive = run.confirm_destructive
+        self.approved_at = run.approved_at
+        self.acknowledged = list(run.acknowledged or [])
+        self.approvers = list(run.approvers) if run.approvers is not None else None
+        self.forbid_self_approval = run.forbid_self_approval
+
+    @strawberry.field(graphql_type=str | None)
+    def approved_by(self) -> str | Awaitable[str | None] | None:
+        # Read with the page's starters when the page's query asks (Stack.runs).
+        if self.row.approved_by_id is None:
+            return None
+        return known_or_awaited(self.loaders.email, self.row.approved_by_id)
 
     @strawberry.field(description="Whether the caller may approve this run now.")
     async def viewer_can_approve(self, info: strawberry.Info) -> bool:
@@ -343,16 +343,23 @@ class Run:
             return known_or_awaited(self.loaders.email, self.row.created_by_id)
         return self.row.trigger_actor
 
-    @strawberry.field(description="When the first phase started; null while the run is queued.")
-    async def started_at(self) -> datetime | None:
-        return started_at(await self.loaders.steps.load(self.row.id))
+    # The steps of a page's runs are read with the page when its query asks for them (Stack.runs):
+    # these three then answer at once, without a task per run.
+    @strawberry.field(
+        graphql_type=datetime | None,
+        description="When the first phase started; null while the run is queued.",
+    )
+    def started_at(self) -> datetime | Awaitable[datetime | None] | None:
+        return self._from_steps(started_at)
 
     @strawberry.field(
+        graphql_type=int | None,
         description="From the start of the first phase to the end of the run: time in the queue is not "
-        "counted. Null until the run has both started and finished."
+        "counted. Null until the run has both started and finished.",
     )
-    async def duration_ms(self) -> int | None:
-        return duration_ms(started_at(await self.loaders.steps.load(self.row.id)), self.row.finished_at)
+    def duration_ms(self) -> int | Awaitable[int | None] | None:
+        finished_at = self.row.finished_at
+        return self._from_steps(lambda steps: duration_ms(started_at(steps), finished_at))
 
     @strawberry.field(
         graphql_type=int | None, description="1 = starts next on its stack; null unless queued."
@@ -386,9 +393,22 @@ class Run:
         holder = await self.loaders.lock_holder.load(self.row.stack_id)
         return Run(row=holder, loaders=self.loaders) if holder else None
 
-    @strawberry.field(description="checkout, init, plan, approval, apply, … as far as the run has come.")
-    async def steps(self) -> list[Step]:
-        return [Step.of(s) for s in await self.loaders.steps.load(self.row.id)]
+    @strawberry.field(
+        graphql_type=list[Step],
+        description="checkout, init, plan, approval, apply, … as far as the run has come.",
+    )
+    def steps(self) -> list[Step] | Awaitable[list[Step]]:
+        return self._from_steps(lambda steps: [Step.of(s) for s in steps])
+
+    def _from_steps(self, answer: Callable[[list[StepRecord]], T]) -> T | Awaitable[T]:
+        steps = known_or_awaited(self.loaders.steps, self.row.id)
+        if isinstance(steps, list):
+            return answer(steps)
+        return self._when_read(steps, answer)
+
+    @staticmethod
+    async def _when_read(pending: Awaitable[list[StepRecord]], answer: Callable[[list[StepRecord]], T]) -> T:
+        return answer(await pending)
 
     @strawberry.field(
         description=f"The planned changes: counts per group, and a page of the changes that match the "
