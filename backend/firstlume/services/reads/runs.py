@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, Table, bindparam, case, func, select
+from sqlalchemy import Select, Table, bindparam, case, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from firstlume.db.models import Run, RunStep, Stack, User
+from firstlume.db.models import Run, RunStep, Stack, StateHead, User
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import Summary
 from firstlume.domain.runs import (
@@ -35,7 +35,7 @@ from firstlume.domain.runs import (
 )
 from firstlume.domain.state import lock_wait_reason
 from firstlume.services.reads.rows import column_rows, columns_of, record_of
-from firstlume.services.reads.state import person_locks
+from firstlume.services.reads.state import held_by_person, person_locks
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
@@ -472,6 +472,16 @@ _STACK_SLUG = func.coalesce(Stack.deleted_slug, Stack.slug)
 # Built once: aliases made per call would cost SQLAlchemy an adaptation of every column each time.
 _creator, _approver = aliased(User, name="creator"), aliased(User, name="approver")
 # The run's steps come in the same statement, one row each (a run has a handful).
+# Whether a person's state lock holds the run back, in the run's own statement: a GET of a run
+# is one statement unless it does (then a second one says whose lock, since when).
+_PERSON_LOCKED = case(
+    (
+        Run.status.in_(sorted(WAITS_FOR_STATE_LOCK)),
+        exists().where(StateHead.stack_id == Run.stack_id, held_by_person()),
+    ),
+    else_=False,
+)
+
 _DETAILS = (
     select(
         *RUN_COLUMNS,
@@ -479,6 +489,7 @@ _DETAILS = (
         _creator.email,
         _approver.email,
         case((Run.status == QUEUED, _AHEAD)),
+        _PERSON_LOCKED,
         *STEP_COLUMNS,
     )
     .join(Stack, Stack.id == Run.stack_id)
@@ -499,11 +510,11 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
     if not rows:
         return None
     run = RunRecord(*rows[0][:_COLUMNS])
-    slug, created_by, approved_by, position = rows[0][_COLUMNS : _COLUMNS + 4]
+    slug, created_by, approved_by, position, person_locked = rows[0][_COLUMNS : _COLUMNS + 5]
     steps = [
-        StepRecord(*row[_COLUMNS + 4 :])
+        StepRecord(*row[_COLUMNS + 5 :])
         for row in rows
-        if row[_COLUMNS + 4] is not None  # the step's run: a run without steps has one row of nulls
+        if row[_COLUMNS + 5] is not None  # the step's run: a run without steps has one row of nulls
     ]
     return RunDetails(
         run=run,
@@ -512,5 +523,5 @@ async def details_in_org(session: AsyncSession, org_id: str, run_id: str) -> Run
         approved_by=approved_by,
         steps=steps,
         queue_position=int(position) if position is not None else None,
-        waiting_for=(await _waiting_reasons(session, [run])).get(run.id),
+        waiting_for=(await _waiting_reasons(session, [run])).get(run.id) if person_locked else None,
     )
