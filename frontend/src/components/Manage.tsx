@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useState, type ComponentProps, type FormEvent, type ReactNode } from "react";
 import { useNavigate } from "react-router";
 import { useAction, useMutate } from "../api/hooks";
 import { DeleteFolderDocument, DeleteStackDocument, ManageStackDocument, MoveFolderDocument, type GitAuth } from "../graphql/generated";
@@ -14,7 +14,6 @@ export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) 
   const navigate = useNavigate();
   const [form, setForm] = useState({ slug: stack.slug, name: stack.name, folder: stack.folder ?? "" });
   const [secret, setSecret] = useState({ kind: "gitHttpsToken" as "gitHttpsToken" | "gitSshKey", value: "" });
-  const [confirming, setConfirming] = useState(false);
   const [force, setForce] = useState(false);
   const rename = useAction();
   const credentials = useAction();
@@ -108,33 +107,23 @@ export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) 
       </form>
       <ErrorBox error={credentials.error} title="The credentials were not changed." />
 
-      <div className="form-row">
-        {confirming ? (
-          <div className="alert alert-danger confirm grow">
-            <div>
-              <strong>Delete stack “{stack.slug}”?</strong> It disappears at once; its runs, state versions and audit entries are kept
-              for the retention period, readable by admins.
-              <label className="inline">
-                <input type="checkbox" checked={force} onChange={(e) => setForce(e.target.checked)} /> Force: end its waiting runs
-                and leave any resources in its state unmanaged
-              </label>
-            </div>
-            <div className="actions">
-              <button className="btn" onClick={() => setConfirming(false)}>
-                Keep it
-              </button>
-              <button className="btn danger" disabled={removal.busy} onClick={remove}>
-                Delete the stack
-              </button>
-            </div>
-          </div>
-        ) : (
-          <button className="btn danger-outline" onClick={() => setConfirming(true)}>
-            Delete stack…
-          </button>
-        )}
-      </div>
-      <ErrorBox error={removal.error} title="The stack was not deleted." />
+      <ConfirmDelete
+        what="stack"
+        busy={removal.busy}
+        error={removal.error}
+        onDelete={remove}
+        onKeep={() => setForce(false)}
+        question={
+          <>
+            <strong>Delete stack “{stack.slug}”?</strong> It disappears at once; its runs, state versions and audit entries are kept
+            for the retention period, readable by admins.
+            <label className="inline">
+              <input type="checkbox" checked={force} onChange={(e) => setForce(e.target.checked)} /> Force: end its waiting runs
+              and leave any resources in its state unmanaged
+            </label>
+          </>
+        }
+      />
     </Card>
   );
 }
@@ -144,7 +133,6 @@ export function ManageFolder({ org, path }: { org: string; path: string }) {
   const mutate = useMutate();
   const navigate = useNavigate();
   const [newPath, setNewPath] = useState(path);
-  const [confirming, setConfirming] = useState(false);
   const move = useAction();
   const removal = useAction();
 
@@ -178,28 +166,60 @@ export function ManageFolder({ org, path }: { org: string; path: string }) {
         </button>
       </form>
       <ErrorBox error={move.error} title="The folder was not changed." />
+      <ConfirmDelete
+        what="folder"
+        busy={removal.busy}
+        error={removal.error}
+        onDelete={remove}
+        question={
+          <>
+            <strong>Delete folder “{path}”?</strong> Only an empty folder can be deleted; its settings and variables go with it.
+          </>
+        }
+      />
+    </Card>
+  );
+}
+
+/** "Delete …" behind a second click: the question (what goes, what is kept), Keep it or Delete,
+ * and why the server refused. One for stacks and folders, so both ask the same way. */
+function ConfirmDelete(props: {
+  what: "stack" | "folder";
+  question: ReactNode;
+  busy: boolean;
+  error: ComponentProps<typeof ErrorBox>["error"];
+  onDelete: () => void;
+  onKeep?: () => void;
+}) {
+  const [confirming, setConfirming] = useState(false);
+  return (
+    <>
       <div className="form-row">
         {confirming ? (
           <div className="alert alert-danger confirm grow">
-            <div>
-              <strong>Delete folder “{path}”?</strong> Only an empty folder can be deleted; its settings and variables go with it.
-            </div>
+            <div>{props.question}</div>
             <div className="actions">
-              <button className="btn" onClick={() => setConfirming(false)}>
+              <button
+                className="btn"
+                onClick={() => {
+                  setConfirming(false);
+                  props.onKeep?.();
+                }}
+              >
                 Keep it
               </button>
-              <button className="btn danger" disabled={removal.busy} onClick={remove}>
-                Delete the folder
+              <button className="btn danger" disabled={props.busy} onClick={props.onDelete}>
+                Delete the {props.what}
               </button>
             </div>
           </div>
         ) : (
           <button className="btn danger-outline" onClick={() => setConfirming(true)}>
-            Delete folder…
+            Delete {props.what}…
           </button>
         )}
       </div>
-      <ErrorBox error={removal.error} title="The folder was not deleted." />
-    </Card>
+      <ErrorBox error={props.error} title={`The ${props.what} was not deleted.`} />
+    </>
   );
 }
