@@ -54,10 +54,18 @@ async def test_a_phase_whose_reports_failed_does_not_end_its_last_step_by_name(
 
 
 class TakesThePlan(ControlPlane):
-    """Takes the plan upload; answers the rest as ControlPlane does."""
+    """Takes the plan upload; answers the rest as ControlPlane does, except that it refuses the
+    log batches sent after the upload until the phase's result: the plan step's last text must
+    still be unshipped when the phase ends, so that the result carries it. Without this, what
+    the tests below check depended on the machine's load: the shipper's 0.1 s timer could fire
+    between the last line and the end of the phase, and then no result carried text."""
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api/v1/executor")
+        seen = {p for _, p, _ in self.requests}
+        if path == "/logs" and "/plan" in seen and "/finish" not in seen:
+            error = {"code": "busy", "message": "Not now (test): send it again later."}
+            return httpx.Response(409, json={"error": error})
         if path == "/plan" and request.method == "POST":
             self.requests.append((request.method, path, None))
             return httpx.Response(200, json={"summary": None, "has_changes": False})
