@@ -21,6 +21,7 @@ from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import (
     access_routes,
     audit_routes,
+    dependency_routes,
     drift_routes,
     executor_routes,
     git_routes,
@@ -167,6 +168,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *notification_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
+        *dependency_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),
