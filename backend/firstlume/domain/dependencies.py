@@ -6,19 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from firstlume.domain.errors import Conflict, FirstlumeError
+from firstlume.domain.errors import Conflict
 
 
 class DependencyCycle(Conflict):
     code = "dependency_cycle"
 
 
-class MissingUpstreamOutput(FirstlumeError):
+class MissingUpstreamOutput(Conflict):
     """A dependency maps an output its upstream's current state does not have: the dependent's
     plan fails with this reason before Terraform starts."""
 
     code = "missing_upstream_output"
-    http_status = 409
 
 
 def find_cycle(edges: Mapping[str, Iterable[str]]) -> list[str] | None:

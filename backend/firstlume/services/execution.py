@@ -62,6 +62,7 @@ from firstlume.protocol.executor import (
 from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
+from firstlume.services.dependencies.inputs import DependencyInput, dependency_inputs
 from firstlume.services.drift.baseline import drift_base
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges, output_changes
@@ -136,6 +137,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
+        variables = with_dependency_inputs(variables, await dependency_inputs(session, ctx.keyring, stack.id))
         # A push run plans its pushed commit, a drift run what was last applied (NoDriftBase
         # when nothing was); any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit
@@ -195,6 +197,19 @@ async def _applied_variables(
     applied = json.loads(ctx.keyring.decrypt_text(sealed, plan_context(applied_run_id, "variables")))
     terraform = [Variable.model_validate(v) for v in applied if v.get("kind", "terraform") == "terraform"]
     return terraform + [v for v in current if v.kind != "terraform"]
+
+
+def with_dependency_inputs(variables: list[Variable], inputs: list[DependencyInput]) -> list[Variable]:
+    """`variables` with the outputs read from upstream stacks, which win over a Terraform
+    variable of the same name: the dependency names that variable explicitly."""
+    if not inputs:
+        return variables
+    taken = {i.name for i in inputs}
+    kept = [v for v in variables if v.kind != "terraform" or v.name not in taken]
+    return kept + [
+        Variable(name=i.name, value=i.value, sensitive=i.sensitive, kind="terraform", origin=i.origin)
+        for i in inputs
+    ]
 
 
 def _stored_variables(ctx: Context, run: Run, variables_sealed: bytes) -> list[Variable]:
