@@ -20,8 +20,7 @@ pytestmark = requires_terraform
 
 PASSWORD = "db-pass-7f3e1c9a-never-shown"
 
-NETWORK = (
-    """
+NETWORK = """
 variable "cidr" {
   type    = string
   default = "10.0.0.0/16"
@@ -30,12 +29,10 @@ resource "terraform_data" "vpc" { input = var.cidr }
 output "vpc_id" { value = "vpc-${terraform_data.vpc.output}" }
 output "note" { value = "NOTE" }
 output "db_password" {
-  value     = "%s"
+  value     = "PASSWORD"
   sensitive = true
 }
-"""
-    % PASSWORD
-)
+""".replace("PASSWORD", PASSWORD)
 
 CLUSTER = """
 variable "vpc_id" { type = string }
