@@ -33,7 +33,9 @@ def test_changed_outputs_compares_values_and_presence_of_the_read_outputs_only()
     assert changed_outputs(before, after, ["gone", "new", "absent"]) == ["gone", "new"]
     # A sensitive output is compared like any other (its value never leaves this function).
     secret = {"password": {"value": "s1", "sensitive": True}}
-    assert changed_outputs(secret, {"password": {"value": "s2", "sensitive": True}}, ["password"]) == ["password"]
+    assert changed_outputs(secret, {"password": {"value": "s2", "sensitive": True}}, ["password"]) == [
+        "password"
+    ]
 
 
 def test_the_origin_names_output_stack_and_serial() -> None:
