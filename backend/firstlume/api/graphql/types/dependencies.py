@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import strawberry
 
+import firstlume.api.graphql.enums  # noqa: F401  (RunStatus as a GraphQL enum)
+from firstlume.domain.runs import RunStatus
 from firstlume.services.dependencies import config
 
 
@@ -30,7 +32,7 @@ class DependencyNode:
     stack: str
     name: str
     last_run_id: strawberry.ID | None
-    last_run_status: str | None
+    last_run_status: RunStatus | None
 
 
 @strawberry.type(description="`downstream` reads `outputs` of `upstream`.")
@@ -64,7 +66,7 @@ def graph_of(graph: config.Graph) -> DependencyGraph:
                 stack=n.stack,
                 name=n.name,
                 last_run_id=strawberry.ID(n.last_run_id) if n.last_run_id else None,
-                last_run_status=n.last_run_status,
+                last_run_status=RunStatus(n.last_run_status) if n.last_run_status else None,
             )
             for n in graph.nodes
         ],
