@@ -137,7 +137,6 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
-        variables = with_dependency_inputs(variables, await dependency_inputs(session, ctx.keyring, stack.id))
         # A push run plans its pushed commit, a drift run what was last applied (NoDriftBase
         # when nothing was); any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit
@@ -147,6 +146,10 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             base = DriftBase(run_number=found.number, commit_sha=found.commit_sha)
             commit_sha = found.commit_sha
             variables = await _applied_variables(ctx, session, found.run_id, variables)
+        else:
+            # Read now, when the plan starts: the plan stores them sealed, and its apply uses those.
+            inputs = await dependency_inputs(session, ctx.keyring, stack.id)
+            variables = with_dependency_inputs(variables, inputs)
     else:
         # The plan's variables only: its file and lock file are the plan download's.
         sealed = await session.scalar(
