@@ -251,6 +251,9 @@ class Run(Base):
     # The managed state serial of each unit the plan planned against ({unit: serial}, 0 for no
     # state yet); an apply whose state has moved since fails before Terraform starts.
     planned_state_serials: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # The state serial of each upstream stack (by id) whose outputs the plan read, taken when its
+    # first attempt started: a plan started again (its executor died) reads the same values.
+    dependency_serials: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
 
     summary_delete: Mapped[int] = mapped_column(Integer, default=0)
     summary_replace: Mapped[int] = mapped_column(Integer, default=0)

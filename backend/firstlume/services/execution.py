@@ -147,8 +147,11 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             commit_sha = found.commit_sha
             variables = await _applied_variables(ctx, session, found.run_id, variables)
         else:
-            # Read now, when the plan starts: the plan stores them sealed, and its apply uses those.
-            inputs = await dependency_inputs(session, ctx.keyring, stack.id)
+            # Read when the plan first starts (an attempt after it reads the same serials): the
+            # plan stores them sealed, and its apply uses those.
+            inputs, run.dependency_serials = await dependency_inputs(
+                session, ctx.keyring, stack.id, run.dependency_serials
+            )
             variables = with_dependency_inputs(variables, inputs)
     else:
         # The plan's variables only: its file and lock file are the plan download's.

@@ -48,9 +48,12 @@ async def state_outputs(
     return outputs if isinstance(outputs, dict) else {}
 
 
-async def dependency_inputs(session: AsyncSession, keyring: KeyRing, stack_id: str) -> list[DependencyInput]:
-    """Each output the stack reads, from its upstream's current state, or MissingUpstreamOutput
-    naming the first one that state does not have."""
+async def dependency_inputs(
+    session: AsyncSession, keyring: KeyRing, stack_id: str, serials: dict[str, int] | None = None
+) -> tuple[list[DependencyInput], dict[str, int]]:
+    """Each output the stack reads, from its upstream's current state, or from the serial given
+    in `serials` (upstream stack id → serial: what an earlier attempt of the plan read); with the
+    serials read. MissingUpstreamOutput names the first output its state does not have."""
     rows = await session.execute(
         select(Stack.id, Stack.slug, StackDependency.outputs, StateHead.serial)
         .join(Stack, Stack.id == StackDependency.upstream_stack_id)
@@ -59,7 +62,10 @@ async def dependency_inputs(session: AsyncSession, keyring: KeyRing, stack_id: s
         .order_by(StackDependency.position)
     )
     inputs = []
-    for upstream_id, slug, mapping, serial in rows.all():
+    read: dict[str, int] = {}
+    for upstream_id, slug, mapping, current in rows.all():
+        serial = (serials or {}).get(upstream_id, current)
+        read[upstream_id] = serial or 0
         outputs = await state_outputs(session, keyring, upstream_id, serial)
         for output, variable in mapping.items():
             found = outputs.get(output)
@@ -73,4 +79,4 @@ async def dependency_inputs(session: AsyncSession, keyring: KeyRing, stack_id: s
                     origin=output_origin(output, slug, serial or 0),
                 )
             )
-    return inputs
+    return inputs, read

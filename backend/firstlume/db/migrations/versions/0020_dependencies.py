@@ -1,6 +1,7 @@
 """stack_dependencies (which outputs of which stack a stack reads), dependency_triggers (the
 applies whose dependents are still to be started), and runs.trigger_upstream_run_id with the
-unique index that starts one run of a dependent per upstream run.
+unique index that starts one run of a dependent per upstream run, and runs.dependency_serials
+(the upstream serials a plan read).
 
 Revision ID: 0020_dependencies
 Revises: 0016_storage
@@ -68,6 +69,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_dependency_triggers_pending", "dependency_triggers", ["done_at", "created_at"])
     op.add_column("runs", sa.Column("trigger_upstream_run_id", sa.String(length=32), nullable=True))
+    op.add_column("runs", sa.Column("dependency_serials", sa.JSON(), nullable=True))
     op.create_index(
         "uq_runs_upstream_run_stack", "runs", ["trigger_upstream_run_id", "stack_id"], unique=True
     )
@@ -77,6 +79,7 @@ def downgrade() -> None:
     op.drop_index("uq_runs_upstream_run_stack", table_name="runs")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("trigger_upstream_run_id")
+        batch.drop_column("dependency_serials")
     op.drop_index("ix_dependency_triggers_pending", table_name="dependency_triggers")
     op.drop_table("dependency_triggers")
     op.drop_index(op.f("ix_stack_dependencies_org_id"), table_name="stack_dependencies")
