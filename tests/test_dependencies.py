@@ -104,8 +104,13 @@ async def test_another_organizations_stack_is_not_found(
     [
         ({"depends_on": [{"stack": "network", "outputs": {}}]}, "at least one output"),
         ({"depends_on": [{"stack": "network", "outputs": {"vpc-id": "vpc_id"}}]}, "'vpc-id'"),
-        ({"depends_on": [{"stack": "network", "outputs": {"a": 5}}]}, "must be a string"),
-        ({"depends_on": [{"stack": "network"}]}, "required"),
+        (
+            {"depends_on": [{"stack": "network", "outputs": {"a": 5}}]},
+            "item 0: 'outputs' must map output names",
+        ),
+        ({"depends_on": [{"stack": "network"}]}, "'depends_on' item 0 needs 'outputs'"),
+        ({"depends_on": [{"stack": "network", "outputs": {"a": "b"}, "x": 1}]}, "unknown field 'x'"),
+        ({"depends_on": ["network"]}, "item 0 must be an object"),
         ({"depends_on": [{"stack": "Not A Slug", "outputs": {"a": "b"}}]}, "stack"),
         ({"depends_on": "network"}, "depends_on"),
         ({}, "depends_on"),

@@ -431,7 +431,41 @@ class SetDependencies(Command):
     """The stack's whole list of upstream stacks: what is not listed is no longer read."""
 
     noun = "dependencies"
-    depends_on: Annotated[list[Dependency], Field(max_length=100)]
+    depends_on: Annotated[
+        list[Dependency],
+        Field(max_length=100),
+        Expect('a list of {"stack": "<slug>", "outputs": {"<output>": "<variable>"}} objects'),
+    ]
+
+    @field_validator("depends_on", mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        # The general refusals name only the top-level field: each item is worded here.
+        if not isinstance(value, list):
+            return value
+        for position, item in enumerate(value):
+            where = f"'depends_on' item {position}"
+            if not isinstance(item, dict):
+                raise refuse(
+                    f'{where} must be an object such as {{"stack": "network", "outputs": {{"vpc_id": "vpc_id"}}}}.'
+                )
+            unknown = sorted(set(item) - {"stack", "outputs"})
+            if unknown:
+                raise refuse(
+                    f"{where} has unknown field '{unknown[0]}'; a dependency takes stack and outputs."
+                )
+            for name in ("stack", "outputs"):
+                if name not in item:
+                    raise refuse(f"{where} needs '{name}'.")
+            outputs = item["outputs"]
+            if not isinstance(outputs, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in outputs.items()
+            ):
+                raise refuse(
+                    f"{where}: 'outputs' must map output names to variable names (strings), "
+                    'such as {"vpc_id": "vpc_id"}.'
+                )
+        return value
 
     @field_validator("depends_on")
     @classmethod
