@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conftest import LiveServer
 from support.e2e import Api, StackRepo
 from support.git_repos import make_repo
 from support.terraform import requires_terraform
@@ -95,7 +96,9 @@ def set_dependencies(api: Api, stack: str, body: dict[str, Any]) -> None:
     assert response.status_code == 200, response.text
 
 
-def test_a_changed_output_flows_down_the_chain_once_per_run(api: Api, tmp_path: Path) -> None:
+def test_a_changed_output_flows_down_the_chain_once_per_run(
+    api: Api, server: LiveServer, tmp_path: Path
+) -> None:
     api.settings("", {"require_approval": False})
     network = repo(tmp_path, "network", NETWORK)
     api.create_stack("network", network)
@@ -145,6 +148,17 @@ def test_a_changed_output_flows_down_the_chain_once_per_run(api: Api, tmp_path: 
         assert PASSWORD not in json.dumps(api.run(run_id))
         assert PASSWORD not in api.log(run_id)
         assert PASSWORD not in json.dumps(api.changes(run_id))
+    query = (
+        'query($org: String!) { organization(slug: $org) { stack(slug: "cluster") { runs(first: 5) { nodes {'
+        " trigger { kind upstreamRun } configuration { variables { name origin sensitive } } } } } } }"
+    )
+    graphql = api.http.post(
+        api.o.split("/api/")[0] + "/graphql",
+        json={"query": query, "variables": {"org": api.o.rsplit("/", 1)[1]}},
+    )
+    assert graphql.status_code == 200 and "errors" not in graphql.json(), graphql.text
+    assert first in graphql.text and "db_password" in graphql.text and PASSWORD not in graphql.text
+    assert PASSWORD not in server.log()
 
     # An apply that changes only an output nobody reads starts nothing; nor does a failed apply.
     network.commit({"main.tf": NETWORK.replace('"NOTE"', '"OTHER NOTE"')}, "Another note")
