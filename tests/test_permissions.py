@@ -112,6 +112,7 @@ BODIES = {
         "events": ["run.applied"],
     },
     "notifications.update": lambda n: {"name": f"n-{n}"},
+    "dependencies.put": lambda n: {"depends_on": []},
 }
 NOT_IN_ORGANIZATIONS = {Open.PUBLIC, Open.EXECUTOR, Open.SIGNED_IN}
 
@@ -200,6 +201,7 @@ MUTATIONS = {
     "deleteStack": 'deleteStack(org: "acme", stack: "web")',
     "moveFolder": 'moveFolder(org: "acme", path: "no-such-folder", newPath: "g-$n")',
     "deleteFolder": 'deleteFolder(org: "acme", path: "no-such-folder")',
+    "setStackDependencies": 'setStackDependencies(org: "acme", stack: "web", dependsOn: [])',
 }
 QUERIES = {
     "viewer": "viewer { email }",
@@ -267,7 +269,7 @@ async def test_every_graphql_query_and_mutation_allows_and_refuses_as_the_table_
 
 SPEC = {
     # platform-api.md §5 and the managed state routes, written out independently of the table.
-    Role.READER: ["git.deliveries", "drift.overview", "drift.stack", "list_stacks", "get_stack", "list_folders", "get_settings", "list_variables", "list_stack_runs",
+    Role.READER: ["dependencies.get", "dependencies.graph", "git.deliveries", "drift.overview", "drift.stack", "list_stacks", "get_stack", "list_folders", "get_settings", "list_variables", "list_stack_runs",
                   "list_org_runs", "get_run", "get_changes", "logs", "state.lock_status", "state.versions",
                   "members.list", "tokens.list", "tokens.create", "tokens.revoke", "Subscription.runLog",
                   "Subscription.runUpdated", "Subscription.resourceStates", "Subscription.activeRuns",
@@ -285,7 +287,7 @@ SPEC = {
                  "Mutation.createNotification", "Mutation.updateNotification", "Mutation.deleteNotification",
                  "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit",
                  "stacks.delete", "folders.update", "folders.delete", "Mutation.deleteStack", "Mutation.moveFolder",
-                 "Mutation.deleteFolder",
+                 "Mutation.deleteFolder", "dependencies.put", "Mutation.setStackDependencies",
                  *(f"deleted_stacks.{n}" for n in ("list", "get", "runs", "state_versions", "state_version"))],
 }  # fmt: skip
 

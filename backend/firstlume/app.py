@@ -21,6 +21,7 @@ from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import (
     access_routes,
     audit_routes,
+    dependency_routes,
     drift_routes,
     executor_routes,
     git_routes,
@@ -40,6 +41,7 @@ from firstlume.pubsub import PubSub
 from firstlume.scheduler.git_poll import GitPoller
 from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
+from firstlume.services.dependencies.triggers import DependencyTriggers
 from firstlume.services.drift.loop import DriftScheduler
 from firstlume.services.git.remote import GitCache
 from firstlume.services.notifications.sender import NotificationSender
@@ -122,6 +124,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             )
             ctx = replace(ctx, scheduler=scheduler)
             await scheduler.start()
+        dependency_triggers = None
+        if settings.scheduler_enabled:
+            # Every replica with a scheduler starts dependents' runs: each trigger row is
+            # carried out by one of them, once (services/dependencies/triggers.py).
+            dependency_triggers = DependencyTriggers(ctx)
+            ctx = replace(ctx, dependency_triggers=dependency_triggers)
+            await dependency_triggers.start()
         app.state.ctx = ctx
         # The token watch of the context the API uses (each context made above has its own).
         await ctx.token_watch.start()
@@ -135,7 +144,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
                 await poller.start()
         # Their state answers /readyz (api/health.py).
-        services = (relay, notifier, ctx.token_watch, scheduler, drift, poller)
+        services = (relay, notifier, ctx.token_watch, scheduler, dependency_triggers, drift, poller)
         app.state.services = [service for service in services if service is not None]
         try:
             yield
@@ -144,6 +153,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await poller.stop()
             if drift is not None:
                 await drift.stop()
+            if dependency_triggers is not None:
+                await dependency_triggers.stop()
             if scheduler is not None:
                 await scheduler.stop()
             await notifier.stop()
@@ -167,6 +178,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *notification_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
+        *dependency_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),

@@ -18,6 +18,8 @@ const FolderSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ 
 const StackSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ default: m.StackSettingsPage })));
 const DriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.DriftPage })));
 const StackDriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.StackDriftPage })));
+const DependenciesPage = lazy(() => import("./pages/Dependencies").then((m) => ({ default: m.DependenciesPage })));
+const StackDependenciesPage = lazy(() => import("./pages/Dependencies").then((m) => ({ default: m.StackDependenciesPage })));
 const NotificationsPage = lazy(() => import("./pages/Notifications").then((m) => ({ default: m.NotificationsPage })));
 const MembersPage = lazy(() => import("./pages/Members").then((m) => ({ default: m.MembersPage })));
 const TokensPage = lazy(() => import("./pages/Tokens").then((m) => ({ default: m.TokensPage })));
@@ -36,6 +38,8 @@ export function App() {
         <Route path="stacks/:slug/state" element={<StackStatePage />} />
         <Route path="stacks/:slug/drift" element={<StackDriftPage />} />
         <Route path="drift" element={<DriftPage />} />
+        <Route path="dependencies" element={<DependenciesPage />} />
+        <Route path="stacks/:slug/dependencies" element={<StackDependenciesPage />} />
         <Route path="notifications" element={<NotificationsPage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />

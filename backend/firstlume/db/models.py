@@ -197,6 +197,9 @@ class Run(Base):
         ),
         Index("ix_runs_org_status", "org_id", "status"),
         Index("ix_runs_stack_status_number", "stack_id", "status", "number"),
+        # A dependency trigger starts one run of each dependent per upstream run: a second start
+        # (a replica, a replayed trigger) hits this index and rolls back.
+        Index("uq_runs_upstream_run_stack", "trigger_upstream_run_id", "stack_id", unique=True),
     )
     id: Mapped[str] = _id()
     org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
@@ -212,6 +215,8 @@ class Run(Base):
     trigger_delivery: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
     trigger_actor: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    # The upstream apply whose changed outputs started it (a dependency trigger).
+    trigger_upstream_run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -246,6 +251,9 @@ class Run(Base):
     # The managed state serial of each unit the plan planned against ({unit: serial}, 0 for no
     # state yet); an apply whose state has moved since fails before Terraform starts.
     planned_state_serials: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # The state serial of each upstream stack (by id) whose outputs the plan read, taken when its
+    # first attempt started: a plan started again (its executor died) reads the same values.
+    dependency_serials: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
 
     summary_delete: Mapped[int] = mapped_column(Integer, default=0)
     summary_replace: Mapped[int] = mapped_column(Integer, default=0)
@@ -481,6 +489,9 @@ import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables joi
 
 # Modules of other features that add tables to Base (imported so that Base.metadata holds them).
 from firstlume.db import models_audit as models_audit  # noqa: E402
+
+# Stack dependencies' tables join this metadata too.
+from firstlume.db import models_dependencies as _models_dependencies  # noqa: E402, F401
 
 # Tables of drift schedules and notifications (a module of their own, the same metadata).
 from firstlume.db import models_drift as _models_drift  # noqa: E402, F401

@@ -53,6 +53,8 @@ class AuditAction(StrEnum):
     STATE_FORCE_UNLOCK = "state.force_unlock"
     STATE_DELETE = "state.delete"
 
+    DEPENDENCIES_UPDATE = "stack.dependencies.update"
+
 
 class AuditVia(StrEnum):
     """Which door a change came through."""

@@ -73,6 +73,9 @@ class Effects:
     # next queued run. Otherwise it would find out at its next tick.
     wakes_scheduler: bool = False
     notification: Notification | None = None
+    # The apply succeeded: the stacks that read this stack's outputs may have to run
+    # (services/dependencies/outbox.py writes the trigger in the same transaction).
+    triggers_dependents: bool = False
 
     @property
     def events(self) -> tuple[str, ...]:
@@ -127,6 +130,7 @@ EFFECTS: dict[tuple[RunStatus | None, RunStatus], Effects] = {
         changes=UNSTARTED_NOT_APPLIED,
         record_failed_resources=True,
         notification=N.APPLIED,
+        triggers_dependents=True,
     ),
     (S.APPLYING, S.FAILED): Effects(
         revoke_phase_tokens=True,

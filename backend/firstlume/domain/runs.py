@@ -79,6 +79,7 @@ class TriggerKind(StrEnum):
     MANUAL = "manual"
     PUSH = "push"
     SCHEDULE = "schedule"
+    DEPENDENCY = "dependency"
 
 
 class Phase(StrEnum):

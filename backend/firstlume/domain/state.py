@@ -187,6 +187,11 @@ def parse_lock_info(raw: bytes) -> dict[str, str]:
     return info
 
 
+def seal_context(stack_id: str, unit: str, serial: int) -> str:
+    """A sealed state version decrypts only as that serial of that unit of that stack."""
+    return f"state:{stack_id}:{unit}:{serial}"
+
+
 def normalize_unit(unit: str) -> str:
     """A Terragrunt unit's path relative to the stack ("." for the root module)."""
     path = unit.strip().strip("/")

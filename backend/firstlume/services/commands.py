@@ -396,3 +396,88 @@ class PatchNotification(Command):
         if not self.model_fields_set:
             raise refuse("Send at least one of name, url, events, format, secret.")
         return self
+
+
+# Stack dependencies (adoption-api.md, section 9) -------------------------------------------------
+
+
+def _output_mapping(values: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    if not values:
+        raise refuse("'outputs' must map at least one output of the upstream stack to a variable.")
+    for output, variable in values.items():
+        if not VARIABLE_NAME.match(output) or not VARIABLE_NAME.match(variable):
+            raise refuse(
+                "'outputs' maps output names to Terraform variable names (letters, digits and '_', "
+                f"not starting with a digit); got {shown(output)}: {shown(variable)}."
+            )
+    if len(set(values.values())) != len(values):
+        raise refuse("'outputs' gives one variable two values: each variable may be read from one output.")
+    return values
+
+
+class Dependency(Command):
+    noun = "a dependency"
+    stack: Slug
+    # Upstream output name → the Terraform variable of this stack that receives its value.
+    outputs: Annotated[
+        dict[str, str],
+        Field(max_length=100),
+        AfterValidator(_output_mapping),
+        Expect('an object of output names to variable names, such as {"vpc_id": "vpc_id"}'),
+    ]
+
+
+class SetDependencies(Command):
+    """The stack's whole list of upstream stacks: what is not listed is no longer read."""
+
+    noun = "dependencies"
+    depends_on: Annotated[
+        list[Dependency],
+        Field(max_length=100),
+        Expect('a list of {"stack": "<slug>", "outputs": {"<output>": "<variable>"}} objects'),
+    ]
+
+    @field_validator("depends_on", mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        # The general refusals name only the top-level field: each item is worded here.
+        if not isinstance(value, list):
+            return value
+        for position, item in enumerate(value):
+            where = f"'depends_on' item {position}"
+            if not isinstance(item, dict):
+                raise refuse(
+                    f'{where} must be an object such as {{"stack": "network", "outputs": {{"vpc_id": "vpc_id"}}}}.'
+                )
+            unknown = sorted(set(item) - {"stack", "outputs"})
+            if unknown:
+                raise refuse(
+                    f"{where} has unknown field '{unknown[0]}'; a dependency takes stack and outputs."
+                )
+            for name in ("stack", "outputs"):
+                if name not in item:
+                    raise refuse(f"{where} needs '{name}'.")
+            outputs = item["outputs"]
+            if not isinstance(outputs, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in outputs.items()
+            ):
+                raise refuse(
+                    f"{where}: 'outputs' must map output names to variable names (strings), "
+                    'such as {"vpc_id": "vpc_id"}.'
+                )
+        return value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _once_each_stack(cls, value: list[Dependency]) -> list[Dependency]:
+        seen: set[str] = set()
+        for dependency in value:
+            if dependency.stack in seen:
+                raise refuse(f"Stack '{dependency.stack}' is listed twice; list each upstream stack once.")
+            seen.add(dependency.stack)
+        variables = [v for d in value for v in d.outputs.values()]
+        if len(set(variables)) != len(variables):
+            raise refuse(
+                "Two dependencies give the same variable: each variable may be read from one output."
+            )
+        return value

@@ -36,6 +36,9 @@ class Unit:
     queue_positions: dict[str, int] = field(default_factory=dict)
     # Whether it wrote notification deliveries, which a sender then posts.
     wrote_notifications: bool = False
+    # Whether it wrote dependency triggers (services/dependencies/outbox.py), which a
+    # DependencyTriggers service then carries out.
+    wrote_dependency_triggers: bool = False
     # Whether it recorded an event for the schedulers (a run became startable or ended), and
     # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
@@ -73,6 +76,8 @@ class Context:
     notifier: Notifier | None = None
     # This process's scheduler, when it runs one.
     scheduler: SchedulerPort | None = None
+    # This process's starter of dependents' runs (services/dependencies/triggers.py), when it runs one.
+    dependency_triggers: Kickable | None = None
     # The storage failures this process met, for /readyz: one watch for every context the app
     # builds from the first (dataclasses.replace keeps it).
     storage: StorageWatch = field(default_factory=StorageWatch)
@@ -106,6 +111,8 @@ class Context:
                 self.scheduler.launch_claimed(unit.launches)
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
+        if unit.wrote_dependency_triggers and self.dependency_triggers is not None:
+            self.dependency_triggers.kick()
         if unit._events:
             # All in one round trip on PostgreSQL: the request's answer waits for them (a phase's
             # result publishes its log, its resources and its run).

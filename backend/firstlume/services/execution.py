@@ -62,6 +62,7 @@ from firstlume.protocol.executor import (
 from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import recorded_rules
 from firstlume.services.context import Context, Unit
+from firstlume.services.dependencies.inputs import DependencyInput, dependency_inputs
 from firstlume.services.drift.baseline import drift_base
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges, output_changes
@@ -145,6 +146,13 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             base = DriftBase(run_number=found.number, commit_sha=found.commit_sha)
             commit_sha = found.commit_sha
             variables = await _applied_variables(ctx, session, found.run_id, variables)
+        else:
+            # Read when the plan first starts (an attempt after it reads the same serials): the
+            # plan stores them sealed, and its apply uses those.
+            inputs, run.dependency_serials = await dependency_inputs(
+                session, ctx.keyring, stack.id, run.dependency_serials
+            )
+            variables = with_dependency_inputs(variables, inputs)
     else:
         # The plan's variables only: its file and lock file are the plan download's.
         sealed = await session.scalar(
@@ -195,6 +203,19 @@ async def _applied_variables(
     applied = json.loads(ctx.keyring.decrypt_text(sealed, plan_context(applied_run_id, "variables")))
     terraform = [Variable.model_validate(v) for v in applied if v.get("kind", "terraform") == "terraform"]
     return terraform + [v for v in current if v.kind != "terraform"]
+
+
+def with_dependency_inputs(variables: list[Variable], inputs: list[DependencyInput]) -> list[Variable]:
+    """`variables` with the outputs read from upstream stacks, which win over a Terraform
+    variable of the same name: the dependency names that variable explicitly."""
+    if not inputs:
+        return variables
+    taken = {i.name for i in inputs}
+    kept = [v for v in variables if v.kind != "terraform" or v.name not in taken]
+    return kept + [
+        Variable(name=i.name, value=i.value, sensitive=i.sensitive, kind="terraform", origin=i.origin)
+        for i in inputs
+    ]
 
 
 def _stored_variables(ctx: Context, run: Run, variables_sealed: bytes) -> list[Variable]:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
+from firstlume.domain.dependencies import MissingUpstreamOutput
 from firstlume.domain.errors import Conflict, InvalidRequest
 from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, StepStatus
 from firstlume.protocol import executor as protocol
@@ -61,7 +62,8 @@ async def spec(ctx: Context, token: str | None) -> protocol.PhaseSpec:
     """What the phase needs to run. Asking for it is the executor's first sign of life: its first
         heartbeat. An apply whose managed state moved since its plan fails here, before Terraform
         starts (serials.StateMoved, once the failure is committed); so does a drift run with no
-    successful apply to compare with (NoDriftBase)."""
+    successful apply to compare with (NoDriftBase), and a plan that reads an output its upstream
+    stack does not have (MissingUpstreamOutput)."""
     refusal: Conflict
     async with _phase(ctx, token) as (unit, run, phase):
         moved = (
@@ -71,8 +73,9 @@ async def spec(ctx: Context, token: str | None) -> protocol.PhaseSpec:
             await execution.heartbeat(unit.session, run)
             try:
                 return await execution.phase_spec(ctx, unit.session, run, phase)
-            except NoDriftBase as error:
-                # A drift run with no apply to compare with ends here, before Terraform starts.
+            except (NoDriftBase, MissingUpstreamOutput) as error:
+                # A drift run with no apply to compare with, or a plan that reads an output its
+                # upstream stack does not have, ends here, before Terraform starts.
                 refusal = error
         else:
             # The apply step fails with the run: the run's page shows where it stopped (the

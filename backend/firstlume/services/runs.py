@@ -25,13 +25,15 @@ DESTRUCTIVE_ACTIONS = ("delete", "replace")
 
 @dataclass(frozen=True)
 class Trigger:
-    """What starts a run when no person does: a push (its commit and delivery) or the drift
-    schedule. `by` stands in the run's `created_by`: "git:<author email>", "schedule"."""
+    """What starts a run when no person does: a push (its commit and delivery), the drift
+    schedule, or an upstream apply that changed an output the stack reads (`upstream_run`).
+    `by` stands in the run's `created_by`: "git:<author email>", "schedule", "dependency:<stack>"."""
 
     kind: TriggerKind
     by: str
     commit: str | None = None
     delivery: str | None = None
+    upstream_run: str | None = None
 
 
 async def start_run(
@@ -56,6 +58,7 @@ async def start_run(
         trigger_commit=trigger.commit if trigger else None,
         trigger_delivery=trigger.delivery if trigger else None,
         trigger_actor=trigger.by if trigger else None,
+        trigger_upstream_run_id=trigger.upstream_run if trigger else None,
         acknowledged=[],
         variables_used=[],
         state_backends=[],

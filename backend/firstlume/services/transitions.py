@@ -21,6 +21,7 @@ from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services import outbox
 from firstlume.services.context import Unit
+from firstlume.services.dependencies import outbox as dependency_outbox
 from firstlume.services.notifications.enqueue import enqueue as enqueue_notification
 from firstlume.services.steps import set_step
 
@@ -115,6 +116,8 @@ async def change_status(
     await outbox.record(unit, event, channels, notification=effects.notification)
     if effects.notification is not None:
         await enqueue_notification(unit, run, effects.notification)
+    if effects.triggers_dependents:
+        await dependency_outbox.enqueue(unit, run)
     return run
 
 

@@ -78,6 +78,7 @@ function TopBar({ org }: { org: string | null }) {
           <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
           <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
           <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+          <NavLink to={`/orgs/${org}/dependencies`}>Dependencies</NavLink>
           <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
           <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
@@ -142,6 +143,7 @@ function AccountMenu({ org }: { org: string | null }) {
                 <NavLink to={`/orgs/${org}/stacks`}>Stacks</NavLink>
                 <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
                 <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
+                <NavLink to={`/orgs/${org}/dependencies`}>Dependencies</NavLink>
                 <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
                 <NavLink to={`/orgs/${org}/members`}>Members</NavLink>

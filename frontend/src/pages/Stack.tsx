@@ -44,6 +44,7 @@ export function StackHeader({ org, slug, folder, title, children }: { org: strin
           </NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/state`}>State</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/drift`}>Drift</NavLink>
+          <NavLink to={`/orgs/${org}/stacks/${slug}/dependencies`}>Dependencies</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/settings`}>Settings & variables</NavLink>
         </nav>
       </div>

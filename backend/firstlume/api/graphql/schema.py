@@ -22,6 +22,7 @@ from strawberry.types import ExecutionContext
 from firstlume import metrics
 from firstlume.api.graphql.context import AuthenticateCaller
 from firstlume.api.graphql.cost import CostLimit
+from firstlume.api.graphql.dependency_mutations import DependencyMutation
 from firstlume.api.graphql.errors import ErrorPolicy, RejectNulCharacters, log_unexpected
 from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.git_subscriptions import GitSubscription
@@ -95,7 +96,7 @@ class FirstlumeSchema(strawberry.Schema):
 
 # Every root field, and the nested fields that show more than their parent, check the role the
 # permission table names (services/access/permissions.py), before the schema is built.
-RootMutation = merge_types("Mutation", (Mutation, GitMutation, RemovalMutation))
+RootMutation = merge_types("Mutation", (Mutation, GitMutation, RemovalMutation, DependencyMutation))
 RootSubscription = merge_types("Subscription", (Subscription, GitSubscription))
 guard_fields([Query, RootMutation, RootSubscription], [StackState, Organization])
 

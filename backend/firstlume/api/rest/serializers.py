@@ -99,7 +99,12 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "status": run.status,
         "created_at": iso(run.created_at),
         "created_by": details.created_by,
-        "trigger": {"kind": run.trigger_kind, "commit": run.trigger_commit, "delivery": run.trigger_delivery},
+        "trigger": {
+            "kind": run.trigger_kind,
+            "commit": run.trigger_commit,
+            "delivery": run.trigger_delivery,
+            "upstream_run": run.trigger_upstream_run_id,
+        },
         "updated_at": iso(run.updated_at),
         "started_at": iso(started),
         "finished_at": iso(run.finished_at),

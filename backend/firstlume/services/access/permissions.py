@@ -120,6 +120,10 @@ REST: dict[str, Need] = {
         f"notifications.{name}": A
         for name in ("list", "create", "get", "update", "delete", "deliveries", "test")
     },
+    # stack dependencies (adoption-api.md, section 9): output names and variable names, no values
+    "dependencies.get": R,
+    "dependencies.put": A,
+    "dependencies.graph": R,
 }
 
 # What an UNLOCK without a body (terraform force-unlock) needs.
@@ -155,6 +159,7 @@ GRAPHQL: dict[str, Need] = {
     "Mutation.updateNotification": A,
     "Mutation.deleteNotification": A,
     "Mutation.testNotification": A,
+    "Mutation.setStackDependencies": A,
     "Subscription.runLog": R,
     "Subscription.runUpdated": R,
     "Subscription.resourceStates": R,

@@ -60,6 +60,7 @@ class RunRecord:
     trigger_delivery: str | None
     # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
     trigger_actor: str | None
+    trigger_upstream_run_id: str | None
     created_at: datetime
     created_by_id: str | None
     updated_at: datetime

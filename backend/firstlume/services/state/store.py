@@ -12,7 +12,7 @@ from firstlume.db.models import StateHead, StateVersion
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict, NotFound
-from firstlume.domain.state import check_write, parse_state
+from firstlume.domain.state import check_write, parse_state, seal_context
 from firstlume.services import audit
 from firstlume.services.reads.catalog import StackRecord
 from firstlume.services.state.callers import StateCaller
@@ -22,11 +22,6 @@ from firstlume.services.state.locks import StateLocked, lock_json, release_if_st
 
 class LockMismatch(Conflict):
     code = "lock_mismatch"
-
-
-def seal_context(stack_id: str, unit: str, serial: int) -> str:
-    """A sealed version decrypts only as that serial of that unit of that stack."""
-    return f"state:{stack_id}:{unit}:{serial}"
 
 
 @dataclass(frozen=True, slots=True)

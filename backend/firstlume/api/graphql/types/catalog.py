@@ -18,6 +18,12 @@ from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.selections import selects
 from firstlume.api.graphql.types import drift as drift_types
 from firstlume.api.graphql.types.audit import AuditConnection, audit_of
+from firstlume.api.graphql.types.dependencies import (
+    DependencyGraph,
+    StackDependencies,
+    dependencies_of,
+    graph_of,
+)
 from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
 from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
@@ -30,6 +36,7 @@ from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
 from firstlume.services.context import Actor
+from firstlume.services.dependencies import config as dependency_config
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import runs as run_reads
@@ -231,6 +238,13 @@ class Organization:
     async def drift(self) -> list[StackDrift]:
         return await drift_types.overview(self.loaders, self.row.id)
 
+    @strawberry.field(
+        description="Every stack with its last run's status, and which stacks read which outputs."
+    )
+    async def dependency_graph(self) -> DependencyGraph:
+        async with self.loaders.reads.session() as session:
+            return graph_of(await dependency_config.dependency_graph(session, self.row.id))
+
     @strawberry.field(description="Notification destinations, oldest first.")
     async def notifications(self) -> list[NotificationDestination]:
         return await drift_types.destinations(self.loaders, self.row.id)
@@ -414,3 +428,9 @@ class Stack:
     async def drift_history(self, first: int = DEFAULT_PAGE_SIZE) -> list[DriftCheck]:
         check_first(first, MAX_PAGE_SIZE)
         return await drift_types.history(self.loaders, self.row.id, first)
+
+    @strawberry.field(description="The stacks this stack reads outputs of, and those that read its outputs.")
+    async def dependencies(self) -> StackDependencies:
+        async with self.loaders.reads.session() as session:
+            found = await dependency_config.stack_dependencies(session, self.row.org_id, self.row.slug)
+        return dependencies_of(found)

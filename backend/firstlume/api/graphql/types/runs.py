@@ -200,6 +200,9 @@ class RunTrigger:
     kind: TriggerKind
     commit: str | None = strawberry.field(description="The pushed commit (push runs).")
     delivery: str | None = strawberry.field(description="The Git delivery that started it (push runs).")
+    upstream_run: str | None = strawberry.field(
+        default=None, description="The upstream apply whose changed outputs started it (dependency runs)."
+    )
 
 
 @strawberry.type(description="The resources whose apply failed; each one's error is on the resource.")
@@ -301,7 +304,10 @@ class Run:
     def trigger(self) -> RunTrigger:
         run = self.row
         return RunTrigger(
-            kind=TriggerKind(run.trigger_kind), commit=run.trigger_commit, delivery=run.trigger_delivery
+            kind=TriggerKind(run.trigger_kind),
+            commit=run.trigger_commit,
+            delivery=run.trigger_delivery,
+            upstream_run=run.trigger_upstream_run_id,
         )
 
     @strawberry.field(description="The apply's failed resources; none means count 0.")
