@@ -26,6 +26,7 @@ from firstlume.api.rest import (
     git_routes,
     notification_routes,
     org_routes,
+    policy_routes,
     removal_routes,
     run_routes,
     state_routes,
@@ -165,6 +166,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *git_routes.routes,
         *drift_routes.routes,
         *notification_routes.routes,
+        *policy_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other

@@ -120,6 +120,11 @@ REST: dict[str, Need] = {
         f"notifications.{name}": A
         for name in ("list", "create", "get", "update", "delete", "deliveries", "test")
     },
+    # policies as code: anyone may read them (why a run failed); changing and testing them
+    # (a test reads a run's whole plan) is the admins'
+    "policies.list": R,
+    "policies.get": R,
+    **{f"policies.{name}": A for name in ("create", "update", "delete", "test")},
 }
 
 # What an UNLOCK without a body (terraform force-unlock) needs.
@@ -155,6 +160,10 @@ GRAPHQL: dict[str, Need] = {
     "Mutation.updateNotification": A,
     "Mutation.deleteNotification": A,
     "Mutation.testNotification": A,
+    "Mutation.createPolicy": A,
+    "Mutation.updatePolicy": A,
+    "Mutation.deletePolicy": A,
+    "Mutation.testPolicy": A,
     "Subscription.runLog": R,
     "Subscription.runUpdated": R,
     "Subscription.resourceStates": R,
