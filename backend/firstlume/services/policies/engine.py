@@ -152,7 +152,8 @@ async def _converse(
         try:
             line = await asyncio.wait_for(process.stdout.readline(), limit)
         except TimeoutError:
-            took = int((time.monotonic() - started) * 1000)
+            # The timer of asyncio may end a hair early by the monotonic clock: it ran its limit.
+            took = max(int((time.monotonic() - started) * 1000), int(limit * 1000))
             results.append(Evaluation(policy.name, None, f"timed out after {seconds_text(limit)}", took))
             results += [
                 Evaluation(p.name, None, "not evaluated: an earlier policy timed out", 0)

@@ -51,9 +51,9 @@ def _scrub(plan: dict[str, Any], secrets: list[Any]) -> dict[str, Any]:
     return scrubbed_plan(plan, secrets)
 
 
-async def _secrets(ctx: Context, session: AsyncSession, run: Run, artifact: PlanArtifact) -> list[Any]:
+async def _secrets(ctx: Context, session: AsyncSession, run: Run, variables_sealed: bytes) -> list[Any]:
     """The values Firstlume holds as sensitive: as the plan used them, and as they are now."""
-    used = json.loads(ctx.keyring.decrypt_text(artifact.variables_sealed, plan_context(run.id, "variables")))
+    used = json.loads(ctx.keyring.decrypt_text(variables_sealed, plan_context(run.id, "variables")))
     values = [v.get("value") for v in used if v.get("sensitive")]
     stack = await session.get(Stack, run.stack_id)
     if stack is not None:
@@ -90,12 +90,20 @@ async def _changes(session: AsyncSession, run_id: str) -> dict[str, Any]:
 
 async def policy_input(ctx: Context, session: AsyncSession, run: Run) -> dict[str, Any]:
     """The document every policy of this run sees; it never holds a sensitive value."""
-    artifact = await session.get(PlanArtifact, run.id)
+    # The sealed parts are deferred columns: read by name.
+    artifact = (
+        await session.execute(
+            select(PlanArtifact.plan_json_sealed, PlanArtifact.variables_sealed).where(
+                PlanArtifact.run_id == run.id
+            )
+        )
+    ).first()
     plan: dict[str, Any] = {}
     secrets: list[Any] = []
     if artifact is not None:
-        text = open_plan_json(ctx.keyring, run.id, artifact.plan_json_sealed)
-        secrets = await _secrets(ctx, session, run, artifact)
+        plan_json_sealed, variables_sealed = artifact
+        text = open_plan_json(ctx.keyring, run.id, plan_json_sealed)
+        secrets = await _secrets(ctx, session, run, variables_sealed)
         plan = await asyncio.to_thread(lambda: _scrub(json.loads(text), secrets))
     stack = await session.get(Stack, run.stack_id)
     folder = await session.get(Folder, stack.folder_id) if stack is not None and stack.folder_id else None
