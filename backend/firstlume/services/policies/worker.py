@@ -10,16 +10,24 @@ Imports nothing of Firstlume's: it starts in a few tens of milliseconds."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any
 
 import regorus
 
+_WHERE = re.compile(r"-->\s*[^\n]*?:(\d+):(\d+)")
+_ERROR = re.compile(r"^error:\s*(.+)$", re.MULTILINE)
+
 
 def error_text(error: BaseException) -> str:
-    """regorus's message without the Rust backtrace it appends."""
-    return str(error).split("Stack backtrace:")[0].strip()
+    """regorus's message on one line: "divide by zero at line 4, column 12" (without the source
+    excerpt and the Rust backtrace it prints)."""
+    text = str(error).split("Stack backtrace:")[0].strip()
+    found, where = _ERROR.search(text), _WHERE.search(text)
+    message = found.group(1).strip() if found else " ".join(text.split())
+    return f"{message} at line {where.group(1)}, column {where.group(2)}" if where else message
 
 
 def evaluate(base: Any, name: str, rego: str, rules: list[str]) -> dict[str, Any]:
