@@ -75,8 +75,8 @@ class PolicyEngine(Protocol):
         ...
 
 
-def _compile_error(error: BaseException) -> PolicyCompileError:
-    text = str(error).split("Stack backtrace:")[0].strip()
+def _compile_error(error_text: str) -> PolicyCompileError:
+    text = error_text.split("Stack backtrace:")[0].strip()
     where = _WHERE.search(text)
     found = _ERROR.search(text)
     message = found.group(1).strip() if found else text.splitlines()[0] if text else "unknown error"
@@ -85,33 +85,60 @@ def _compile_error(error: BaseException) -> PolicyCompileError:
     return PolicyCompileError(message, int(where.group(1)), int(where.group(2)))
 
 
+def _package_of(name: str, rego: str) -> tuple[str | None, str | None]:
+    """The module's package path, or regorus's error text. The engine is made and dropped here,
+    on the calling thread: regorus's engines may not be dropped on another thread, so neither it
+    nor an exception whose traceback holds it leaves this function."""
+    engine = regorus.Engine()
+    try:
+        return str(engine.add_policy(f"{name}.rego", rego)), None
+    except Exception as error:
+        return None, str(error)
+    finally:
+        del engine
+
+
+def _compiled(name: str, rego: str, rules: Sequence[str]) -> tuple[list[str], str | None]:
+    """Which of `rules` the module defines, or the error text of the first compile error."""
+    package, problem = _package_of(name, rego)
+    if package is None:
+        return [], problem
+    defined: list[str] = []
+    for rule in rules:
+        # Compiling each rule also finds what only the compiler sees (an unknown function).
+        text = _program_error(name, rego, f"{package}.{rule}")
+        if text is None:
+            defined.append(rule)
+        elif "not a valid rule path" in text:
+            continue  # the module does not define this rule
+        elif "not yet supported" in text:
+            # The compiler does not know a construct the interpreter evaluates (`walk`, for
+            # one): the parse above is the check, and a rule head names the rule.
+            if re.search(rf"^{rule}\b", rego, re.MULTILINE):
+                defined.append(rule)
+        else:
+            return [], text
+    return defined, None
+
+
+def _program_error(name: str, rego: str, entry_point: str) -> str | None:
+    try:
+        program = regorus.Program.compile_from_modules("{}", [(f"{name}.rego", rego)], [entry_point])
+    except Exception as error:
+        return str(error)
+    del program
+    return None
+
+
 def seconds_text(limit: float) -> str:
     return f"{limit:g} s"
 
 
 class RegorusEngine:
     def compile(self, name: str, rego: str, rules: Sequence[str]) -> list[str]:
-        engine = regorus.Engine()
-        try:
-            package = engine.add_policy(f"{name}.rego", rego)
-        except Exception as error:
-            raise _compile_error(error) from None
-        defined: list[str] = []
-        for rule in rules:
-            # Compiling each rule also finds what only the compiler sees (an unknown function).
-            try:
-                regorus.Program.compile_from_modules("{}", [(f"{name}.rego", rego)], [f"{package}.{rule}"])
-            except Exception as error:
-                text = str(error)
-                if "not a valid rule path" in text:
-                    continue  # the module does not define this rule
-                if "not yet supported" not in text:
-                    raise _compile_error(error) from None
-                # The compiler does not know a construct the interpreter evaluates (`walk`, for
-                # one): the parse above is the check, and a rule head names the rule.
-                if not re.search(rf"^{rule}\b", rego, re.MULTILINE):
-                    continue
-            defined.append(rule)
+        defined, problem = _compiled(name, rego, rules)
+        if problem is not None:
+            raise _compile_error(problem)
         return defined
 
     async def evaluate(
