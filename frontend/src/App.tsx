@@ -19,6 +19,7 @@ const StackSettingsPage = lazy(() => import("./pages/Settings").then((m) => ({ d
 const DriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.DriftPage })));
 const StackDriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default: m.StackDriftPage })));
 const NotificationsPage = lazy(() => import("./pages/Notifications").then((m) => ({ default: m.NotificationsPage })));
+const PoliciesPage = lazy(() => import("./pages/Policies").then((m) => ({ default: m.PoliciesPage })));
 const MembersPage = lazy(() => import("./pages/Members").then((m) => ({ default: m.MembersPage })));
 const TokensPage = lazy(() => import("./pages/Tokens").then((m) => ({ default: m.TokensPage })));
 
@@ -37,6 +38,7 @@ export function App() {
         <Route path="stacks/:slug/drift" element={<StackDriftPage />} />
         <Route path="drift" element={<DriftPage />} />
         <Route path="notifications" element={<NotificationsPage />} />
+        <Route path="policies" element={<PoliciesPage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="git" element={<GitDeliveriesPage />} />

@@ -79,6 +79,7 @@ function TopBar({ org }: { org: string | null }) {
           <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
           <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
           <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
+          <NavLink to={`/orgs/${org}/policies`}>Policies</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
           <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
           <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
@@ -143,6 +144,7 @@ function AccountMenu({ org }: { org: string | null }) {
                 <NavLink to={`/orgs/${org}/git`}>Git deliveries</NavLink>
                 <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
                 <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
+                <NavLink to={`/orgs/${org}/policies`}>Policies</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
                 <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
                 <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
