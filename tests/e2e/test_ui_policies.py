@@ -74,7 +74,16 @@ def test_policies_page_shows_compile_errors_in_place_and_tests_against_a_past_ru
     expect(result).to_contain_text("terraform_data.db is new")
 
     # On a run: the Policy checks panel shows the warning, and the run goes on.
-    api.settings("", {"policies": ["protect"]})
+    # The setting, on the organization's settings page; the stack inherits it, with its origin.
+    page.goto(f"{server.url}/orgs/acme/settings")
+    setting = page.locator("[data-setting=policies]")
+    setting.get_by_label("policies").fill("protect")
+    setting.get_by_role("button", name="Save").click()
+    expect(setting.get_by_test_id("effective")).to_contain_text("Effective here: protect")
+    page.goto(f"{server.url}/orgs/acme/stacks/web/settings")
+    expect(page.locator("[data-setting=policies]").get_by_test_id("effective")).to_contain_text(
+        "Effective here: protect inherited from organization"
+    )
     created = api.start("web", "apply")
     api.wait(created, "awaiting_approval")
     page.goto(f"{server.url}/orgs/acme/runs/{created}")
