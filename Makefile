@@ -102,6 +102,7 @@ bench: install
 	$(BIN)/python bench/bench_http.py postgresql
 	$(BIN)/python bench/bench_scheduler.py sqlite
 	$(BIN)/python bench/bench_scheduler.py postgresql
+	$(BIN)/python bench/bench_policies.py 10000 20
 
 clean:
 	rm -rf $(VENV) .firstlume

@@ -113,6 +113,12 @@ BODIES = {
     },
     "notifications.update": lambda n: {"name": f"n-{n}"},
     "dependencies.put": lambda n: {"depends_on": []},
+    "policies.create": lambda n: {
+        "name": f"p-{n}",
+        "kind": "plan",
+        "rego": 'package p\ndeny contains "x" if { false }\n',
+    },
+    "policies.update": lambda n: {"description": f"d-{n}"},
 }
 NOT_IN_ORGANIZATIONS = {Open.PUBLIC, Open.EXECUTOR, Open.SIGNED_IN}
 
@@ -197,6 +203,11 @@ MUTATIONS = {
     "updateNotification": 'updateNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000", input: {name: "x"})',
     "deleteNotification": 'deleteNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
     "testNotification": 'testNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',
+    "createPolicy": 'createPolicy(org: "acme", name: "g-$n", kind: "plan", rego: "package p\\nwarn contains 1 if { false }")',
+    "updatePolicy": 'updatePolicy(org: "acme", name: "no-such-policy", description: "d")',
+    "deletePolicy": 'deletePolicy(org: "acme", name: "no-such-policy")',
+    # Refused before anything is evaluated (no such policy): no worker process starts.
+    "testPolicy": 'testPolicy(org: "acme", name: "no-such-policy", input: {})',
     # Refused by what they find (a queued run, no such folder): nothing of the world goes.
     "deleteStack": 'deleteStack(org: "acme", stack: "web")',
     "moveFolder": 'moveFolder(org: "acme", path: "no-such-folder", newPath: "g-$n")',
@@ -274,7 +285,7 @@ SPEC = {
                   "members.list", "tokens.list", "tokens.create", "tokens.revoke", "Subscription.runLog",
                   "Subscription.runUpdated", "Subscription.resourceStates", "Subscription.activeRuns",
                   "Subscription.gitDeliveries",
-                  "Mutation.createToken", "Mutation.revokeToken"],
+                  "Mutation.createToken", "Mutation.revokeToken", "policies.list", "policies.get"],
     Role.OPERATOR: ["start_run", "approve", "discard", "cancel", "state.read", "state.write", "state.lock",
                     "state.unlock", "state.version", "state.outputs", "Mutation.startRun", "Mutation.approveRun",
                     "Mutation.discardRun", "Mutation.cancelRun", "StackState.outputs"],
@@ -288,6 +299,8 @@ SPEC = {
                  "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit",
                  "stacks.delete", "folders.update", "folders.delete", "Mutation.deleteStack", "Mutation.moveFolder",
                  "Mutation.deleteFolder", "dependencies.put", "Mutation.setStackDependencies",
+                 *(f"policies.{n}" for n in ("create", "update", "delete", "test")),
+                 *(f"Mutation.{n}Policy" for n in ("create", "update", "delete", "test")),
                  *(f"deleted_stacks.{n}" for n in ("list", "get", "runs", "state_versions", "state_version"))],
 }  # fmt: skip
 

@@ -443,6 +443,12 @@ class Settings(_EnvSettings):
     executor_heartbeat_interval: float = Field(
         default=10.0, gt=0, description="seconds between an executor's heartbeats"
     )
+    policy_time_limit: float = Field(
+        default=2.0,
+        gt=0,
+        le=600,
+        description="seconds each policy may take at the end of a plan; a slower one is stopped and fails the run",
+    )
     allow_private_webhooks: bool = Field(
         default=False,
         description="`true` lets notification URLs reach loopback, link-local and private addresses",

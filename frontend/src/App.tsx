@@ -21,6 +21,7 @@ const StackDriftPage = lazy(() => import("./pages/Drift").then((m) => ({ default
 const DependenciesPage = lazy(() => import("./pages/Dependencies").then((m) => ({ default: m.DependenciesPage })));
 const StackDependenciesPage = lazy(() => import("./pages/Dependencies").then((m) => ({ default: m.StackDependenciesPage })));
 const NotificationsPage = lazy(() => import("./pages/Notifications").then((m) => ({ default: m.NotificationsPage })));
+const PoliciesPage = lazy(() => import("./pages/Policies").then((m) => ({ default: m.PoliciesPage })));
 const MembersPage = lazy(() => import("./pages/Members").then((m) => ({ default: m.MembersPage })));
 const TokensPage = lazy(() => import("./pages/Tokens").then((m) => ({ default: m.TokensPage })));
 
@@ -41,6 +42,7 @@ export function App() {
         <Route path="dependencies" element={<DependenciesPage />} />
         <Route path="stacks/:slug/dependencies" element={<StackDependenciesPage />} />
         <Route path="notifications" element={<NotificationsPage />} />
+        <Route path="policies" element={<PoliciesPage />} />
         <Route path="runs/:runId/*" element={<RunPage />} />
         <Route path="settings" element={<OrgSettingsPage />} />
         <Route path="git" element={<GitDeliveriesPage />} />

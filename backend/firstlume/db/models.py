@@ -68,6 +68,8 @@ class Organization(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
+    policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class User(Base):
@@ -116,6 +118,8 @@ class Folder(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
+    policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class Stack(Base):
@@ -142,6 +146,8 @@ class Stack(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
+    policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # What a new commit on the branch starts (domain/git.py), and the last head seen: only
     # commits after it start runs; moving it is a compare-and-set, so replicas start one run.
     trigger: Mapped[StackTrigger] = mapped_column(
@@ -237,6 +243,15 @@ class Run(Base):
     approvers_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     forbid_self_approval_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    # The policies read when the plan finished (with the origin), each one's result, and what the
+    # approval policies added: how many approvals the run needs and who may give them.
+    policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    policies_origin: Mapped[str | None] = mapped_column(String(1100), nullable=True)
+    policy_checks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    approvals_required: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    policy_approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # The approvals given so far ({"by": email, "at": ISO time}), for runs that need more than one.
+    approvals: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     approved_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Who ended the run by hand (discarded or canceled it): their email; null for any other end.
@@ -495,3 +510,21 @@ from firstlume.db import models_dependencies as _models_dependencies  # noqa: E4
 
 # Tables of drift schedules and notifications (a module of their own, the same metadata).
 from firstlume.db import models_drift as _models_drift  # noqa: E402, F401
+
+
+class Policy(Base):
+    """A Rego module of an organization (services/policies): a plan or an approval policy."""
+
+    __tablename__ = "policies"
+    __table_args__ = (
+        UniqueConstraint("org_id", "name"),
+        CheckConstraint("kind IN ('plan', 'approval')", name="kind"),
+    )
+    id: Mapped[str] = _id()
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(20))
+    description: Mapped[str] = mapped_column(Text, default="")
+    rego: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -49,6 +49,10 @@ class AuditAction(StrEnum):
     NOTIFICATION_UPDATE = "notification.update"
     NOTIFICATION_DELETE = "notification.delete"
 
+    POLICY_CREATE = "policy.create"
+    POLICY_UPDATE = "policy.update"
+    POLICY_DELETE = "policy.delete"
+
     STATE_WRITE = "state.write"
     STATE_FORCE_UNLOCK = "state.force_unlock"
     STATE_DELETE = "state.delete"

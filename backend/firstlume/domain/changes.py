@@ -592,3 +592,51 @@ class _Scrubber:
                     items.append(self.mask(None, sl[i] if sl is not None and i < len(sl) else None, ul[i]))
             return items
         return self.leaf(value)
+
+
+def scrubbed_plan(plan: Mapping[str, Any], secrets: Iterable[Any] = ()) -> dict[str, Any]:
+    """The whole `show -json` document with every sensitive value "(sensitive)", for policies
+    (services/policies): values under a sensitive mark in resource and output changes, and,
+    everywhere else (prior state, planned values, variables, configuration), any value equal
+    to one marked sensitive or to one of `secrets`, and any string that contains a long one."""
+    scrub = _Scrubber(plan, secrets)
+    marked = {"resource_changes", "resource_drift", "output_changes", "variables"}
+    shown: dict[str, Any] = {k: scrub.plain(v) for k, v in plan.items() if k not in marked}
+    for key in ("resource_changes", "resource_drift"):
+        if key in plan:
+            shown[key] = [_scrubbed_change(rc, scrub) for rc in plan.get(key) or ()]
+    if "output_changes" in plan:
+        shown["output_changes"] = {
+            name: _scrubbed_side(change, scrub) for name, change in (plan.get("output_changes") or {}).items()
+        }
+    if "variables" in plan:
+        declared = ((plan.get("configuration") or {}).get("root_module") or {}).get("variables") or {}
+        shown["variables"] = {
+            name: {"value": SENSITIVE}
+            if isinstance(declared.get(name), dict) and declared[name].get("sensitive")
+            else scrub.plain(value)
+            for name, value in (plan.get("variables") or {}).items()
+        }
+    return shown
+
+
+def _scrubbed_change(rc: Any, scrub: _Scrubber) -> Any:
+    if not isinstance(rc, dict):
+        return scrub.plain(rc)
+    shown = {k: scrub.plain(v) for k, v in rc.items() if k != "change"}
+    if "change" in rc:
+        shown["change"] = _scrubbed_side(rc["change"], scrub)
+    return shown
+
+
+def _scrubbed_side(change: Any, scrub: _Scrubber) -> Any:
+    """A change's before and after with their marked values masked (unknowns are left to
+    `after_unknown`, as Terraform writes them)."""
+    if not isinstance(change, dict):
+        return scrub.plain(change)
+    shown = {k: scrub.plain(v) for k, v in change.items() if k not in ("before", "after")}
+    for side in ("before", "after"):
+        if side in change:
+            marks = change.get(f"{side}_sensitive")
+            shown[side] = scrub.mask(change[side], marks, None) if marks else scrub.plain(change[side])
+    return shown

@@ -19,6 +19,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "drift_schedule": None,
     "approvers": None,
     "forbid_self_approval": False,
+    # The names of the policies evaluated at the end of each plan (domain/policies.py).
+    "policies": None,
 }
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
 

@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 from firstlume.domain.effects import Notification
 from firstlume.domain.git import StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
+from firstlume.domain.policies import PolicyKind
 from firstlume.domain.runs import RunType
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -160,6 +161,32 @@ Principals = Annotated[
 ]
 
 
+def _policy_name(value: str, info: ValidationInfo) -> str:
+    if not GROUP_NAME.match(value):
+        raise refuse(
+            f"'{info.field_name}' must be a policy name: letters, digits, '_', '.' and '-', starting with a "
+            f"letter or digit, at most 100 characters; got {shown(value)}."
+        )
+    return value
+
+
+def _policy_names(values: list[str], info: ValidationInfo) -> list[str]:
+    for value in values:
+        _policy_name(value, info)
+    return list(dict.fromkeys(values))
+
+
+PolicyName = Annotated[str, Field(max_length=100), AfterValidator(_policy_name)]
+PolicyNames = Annotated[
+    list[Annotated[str, Field(max_length=100)]],
+    Field(max_length=50),
+    AfterValidator(_policy_names),
+    Expect("a list of policy names"),
+]
+# A Rego module; 256 KiB is far beyond any policy a person writes.
+RegoModule = Annotated[str, Field(max_length=256 * 1024), AfterValidator(_not_blank)]
+
+
 class Command(BaseModel):
     """Unknown fields are refused; types are not coerced ("yes" is not true, 5 is not "5")."""
 
@@ -281,6 +308,7 @@ class PatchSettings(Command):
     drift_schedule: CronSchedule | None = None
     approvers: Principals | None = None
     forbid_self_approval: bool | None = None
+    policies: PolicyNames | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Self:
@@ -481,3 +509,41 @@ class SetDependencies(Command):
                 "Two dependencies give the same variable: each variable may be read from one output."
             )
         return value
+
+
+class CreatePolicy(Command):
+    noun = "a policy"
+    name: PolicyName
+    kind: Annotated[PolicyKind, LAX]
+    rego: RegoModule
+    description: Annotated[str, Field(max_length=2000)] = ""
+
+
+class UpdatePolicy(Command):
+    """Only the fields given change; the kind stays what it was created as."""
+
+    noun = "a policy"
+    rego: RegoModule | None = None
+    description: Annotated[str, Field(max_length=2000)] | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Self:
+        if not self.model_fields_set:
+            raise refuse("Send at least one of rego, description.")
+        if "rego" in self.model_fields_set and self.rego is None:
+            raise refuse("'rego' cannot be null; leave it out to keep the current module.")
+        return self
+
+
+class TryPolicy(Command):
+    """Evaluates a policy for its author: against `input` as given, or against a past run's."""
+
+    noun = "a policy test"
+    input: dict[str, Any] | None = None
+    run: Annotated[str, Field(max_length=64)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        if (self.input is None) == (self.run is None):
+            raise refuse("Send either 'input' (the input document) or 'run' (the id of a run with a plan).")
+        return self

@@ -28,6 +28,7 @@ from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound, Unauthenticated
+from firstlume.domain.policies import denial
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
     Phase,
@@ -60,12 +61,13 @@ from firstlume.protocol.executor import (
     Variable,
 )
 from firstlume.pubsub import run_channel
-from firstlume.services.access.approvers import recorded_rules
+from firstlume.services.access.approvers import policy_approval_rules, recorded_rules
 from firstlume.services.context import Context, Unit
 from firstlume.services.dependencies.inputs import DependencyInput, dependency_inputs
 from firstlume.services.drift.baseline import drift_base
 from firstlume.services.inherited import effective_settings, effective_variables
 from firstlume.services.plan_changes import PlanChanges, output_changes
+from firstlume.services.policies.evaluation import PlanEndPolicies
 from firstlume.services.sealed_plan import plan_context, seal_plan_json
 from firstlume.services.state.serials import record_planned_serials
 from firstlume.services.steps import find_step, move_step
@@ -462,7 +464,11 @@ async def fail_run(
     return await change_status(unit, run, RunStatus.FAILED, actor=actor, reason=reason, error=error)
 
 
-async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishReport) -> Run:
+async def finish_phase(
+    unit: Unit, run: Run, token: PhaseToken, report: FinishReport, policies: PlanEndPolicies | None = None
+) -> Run:
+    """`policies`: the run's policy checks, evaluated before this transaction began
+    (services/phases.py); a deny fails the run here, before any approval."""
     session = unit.session
     # What the result carries is stored first: a step never ends before its text is in, nor an
     # apply before its resources' states (which a failure counts).
@@ -496,6 +502,12 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
         run.summary_delete or run.summary_replace or run.summary_update or run.summary_create
     ) or bool(run.summary_outputs)
     recorded: dict[str, Any] = {}
+    if policies is not None:
+        run.policies, run.policies_origin = policies.names, policies.origin
+        run.policy_checks = [check.as_dict() for check in policies.checks]
+        denied = denial(policies.checks)
+        if denied is not None:
+            return await fail_run(unit, run, denied[:20_000], actor="policy")
     if run_type.intends_to_apply:
         # The approval rules are read now, when the plan finishes, and recorded with their origins.
         stack = await session.get(Stack, run.stack_id)
@@ -508,5 +520,7 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
             **recorded_rules(rules),
         }
+        if policies is not None:
+            recorded.update(policy_approval_rules(policies.checks, recorded))
     target = status_after_plan(run_type, has_changes, bool(recorded.get("approval_required")))
     return await change_status(unit, run, target, actor="executor", **recorded)

@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
-from firstlume.db.models import Folder, Membership, Organization, Stack, User, Variable
+from firstlume.db.models import Folder, Membership, Organization, Policy, Stack, User, Variable
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import SECRET_SETTINGS, AuditAction
 from firstlume.domain.errors import InvalidRequest, NotFound
@@ -64,6 +64,8 @@ async def patch_settings(session: AsyncSession, scope: Scope, command: PatchSett
         return scope
     if changes.get("approvers"):
         await _refuse_outsiders(session, org_id_of(scope), changes["approvers"])
+    if changes.get("policies"):
+        await _refuse_unknown_policies(session, org_id_of(scope), changes["policies"])
     table = _TABLES[type(scope)]
     await session.execute(update(table).where(table.id == scope.id).values(**changes))
     changed = [
@@ -103,6 +105,21 @@ async def _refuse_outsiders(session: AsyncSession, org_id: str, approvers: list[
             "Add them as members first (PUT /members/<email>), or name a group.",
             field="approvers",
             not_members=outsiders,
+        )
+
+
+async def _refuse_unknown_policies(session: AsyncSession, org_id: str, names: list[str]) -> None:
+    """A setting naming a policy that does not exist would fail every plan: refused, naming it."""
+    known = set(
+        await session.scalars(select(Policy.name).where(Policy.org_id == org_id, Policy.name.in_(names)))
+    )
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InvalidRequest(
+            f"'policies' may name this organization's policies only; no policy named {', '.join(unknown)}. "
+            "Create them first (POST /policies).",
+            field="policies",
+            unknown=unknown,
         )
 
 

@@ -21,12 +21,13 @@ from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
 from firstlume.domain.dependencies import MissingUpstreamOutput
-from firstlume.domain.errors import Conflict, InvalidRequest
-from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, StepStatus
+from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest
+from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, RunType, StepStatus
 from firstlume.protocol import executor as protocol
 from firstlume.services import dispatch, execution, steps
 from firstlume.services.context import Context, Unit
 from firstlume.services.drift.baseline import NoDriftBase
+from firstlume.services.policies.evaluation import PlanEndPolicies, plan_end_policies
 from firstlume.services.state import serials
 
 Report = TypeVar("Report", bound=protocol.Request)
@@ -143,12 +144,37 @@ async def record_resources(ctx: Context, token: str | None, body: Body) -> None:
         await execution.record_resources(unit, run, phase, report)
 
 
+async def _given(received: dict[str, Any]) -> dict[str, Any]:
+    return received
+
+
+async def _policies_at_plan_end(
+    ctx: Context, token: str | None, received: dict[str, Any]
+) -> PlanEndPolicies | None:
+    """The run's policy checks when this report ends a successful plan (drift runs have none),
+    evaluated before the run's row is locked: a slow policy holds no lock and no transaction.
+    Anything wrong with the token or the report is left to the locked request to refuse."""
+    if received.get("status") != protocol.PhaseResult.SUCCEEDED.value:
+        return None
+    try:
+        async with ctx.db.read() as session:
+            run, phase = await execution.authenticate_phase(session, token)
+            if phase.phase != Phase.PLAN or run.type == RunType.DRIFT or not run.has_plan:
+                return None
+            run_id = run.id
+    except FirstlumeError:
+        return None
+    return await plan_end_policies(ctx, run_id, ctx.settings.policy_time_limit)
+
+
 async def finish(ctx: Context, token: str | None, body: Body) -> protocol.FinishAnswer:
     """The phase's result. A plan whose apply needs no approval hands over to it here: its apply
     is claimed in the same transaction, and this process's scheduler launches it once that has
     committed (dispatch.hand_over_apply), with no scheduler pass in between."""
-    async with _report(ctx, token, body, protocol.FinishReport) as (unit, run, phase, report):
-        run = await execution.finish_phase(unit, run, phase, report)
+    received = await body
+    policies = await _policies_at_plan_end(ctx, token, received)
+    async with _report(ctx, token, _given(received), protocol.FinishReport) as (unit, run, phase, report):
+        run = await execution.finish_phase(unit, run, phase, report, policies)
         status = RunStatus(run.status)
         if status == RunStatus.APPLY_QUEUED and await dispatch.hand_over_apply(ctx, unit, run.id):
             status = RunStatus.APPLYING

@@ -11,7 +11,10 @@ from firstlume.db.models import ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound
+from firstlume.domain.policies import approvals_text
 from firstlume.domain.runs import CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
+from firstlume.protocol.events import RunUpdated
+from firstlume.pubsub import run_channel
 from firstlume.services import audit
 from firstlume.services.access.approvers import require_approver
 from firstlume.services.commands import ApproveRun, CancelRun, DiscardRun, StartRun
@@ -124,6 +127,22 @@ async def approve_run(
         if missing:
             raise AcknowledgementRequired(missing)
     confirmed = [address for address in destructive if address in acknowledged]
+    if run.approvals_required and run.approvals_required > 1:
+        # A run its approval policies give a number of approvals to: each is recorded, and the
+        # run waits until the last one.
+        approvals = [*(run.approvals or []), {"by": actor.email, "at": utcnow().isoformat()}]
+        run.approvals = approvals
+        progress = approvals_text(len(approvals), run.approvals_required)
+        if len(approvals) < run.approvals_required:
+            run.updated_at = utcnow()
+            await unit.session.flush()
+            await _record(
+                unit, actor, run, AuditAction.RUN_APPROVE, acknowledged=confirmed, approvals=progress
+            )
+            unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
+            return run_record(run)
+    else:
+        progress = None
     run = await change_status(
         unit,
         run,
@@ -133,7 +152,14 @@ async def approve_run(
         approved_at=utcnow(),
         acknowledged=confirmed,
     )
-    await _record(unit, actor, run, AuditAction.RUN_APPROVE, acknowledged=confirmed)
+    await _record(
+        unit,
+        actor,
+        run,
+        AuditAction.RUN_APPROVE,
+        acknowledged=confirmed,
+        **({"approvals": progress} if progress else {}),
+    )
     return run_record(run)
 
 

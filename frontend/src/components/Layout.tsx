@@ -80,6 +80,7 @@ function TopBar({ org }: { org: string | null }) {
           <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
           <NavLink to={`/orgs/${org}/dependencies`}>Dependencies</NavLink>
           <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
+          <NavLink to={`/orgs/${org}/policies`}>Policies</NavLink>
           <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
           <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
           <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>
@@ -145,6 +146,7 @@ function AccountMenu({ org }: { org: string | null }) {
                 <NavLink to={`/orgs/${org}/drift`}>Drift</NavLink>
                 <NavLink to={`/orgs/${org}/dependencies`}>Dependencies</NavLink>
                 <NavLink to={`/orgs/${org}/notifications`}>Notifications</NavLink>
+                <NavLink to={`/orgs/${org}/policies`}>Policies</NavLink>
                 <NavLink to={`/orgs/${org}/settings`}>Settings</NavLink>
                 <NavLink to={`/orgs/${org}/members`}>Members</NavLink>
                 <NavLink to={`/orgs/${org}/tokens`}>Tokens</NavLink>

@@ -79,6 +79,7 @@ function RunView() {
         </div>
       )}
       {run.failedResources.count > 0 && <FailedResources failed={run.failedResources} />}
+      <PolicyChecks checks={run.policyChecks ?? null} />
       <ApprovalPanel org={org} run={run} />
       <nav className="tabs" aria-label="Views of the run">
         {TABS.map((t) => (
@@ -290,6 +291,13 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
                 : ""}
               {run.approval.forbidSelfApproval ? "; not the person who started the run, nor the author of the pushed commit." : "."}
             </p>
+            {run.approval.approvalsProgress && (
+              <p className="small" data-testid="approvals-progress">
+                Approvals: <strong>{run.approval.approvalsProgress}</strong>
+                {run.approval.policyApprovers ? ` from ${run.approval.policyApprovers.join(", ")}` : ""} (asked for by the approval policies)
+                {run.approval.approvals.length > 0 ? `; approved by ${run.approval.approvals.map((a) => a.by).join(", ")}.` : "."}
+              </p>
+            )}
             {!run.approval.viewerCanApprove && run.approval.viewerCannotApproveReason && (
               <p className="small warning-text" role="note" data-testid="cannot-approve">
                 You cannot approve this run: {run.approval.viewerCannotApproveReason}.
@@ -499,5 +507,33 @@ function FailedResources({ failed }: { failed: { count: number; addresses: strin
       ))}
       {more > 0 && ` and ${more} more`}. Each one's error is with its change below.
     </div>
+  );
+}
+
+const RESULT_LABELS: Record<string, string> = { pass: "passed", warn: "warning", deny: "denied" };
+
+/** Each policy's result, evaluated when the plan finished (adoption-api.md section 8). */
+function PolicyChecks({ checks }: { checks: RunDetailFragment["policyChecks"] | null }) {
+  if (!checks || checks.length === 0) return null;
+  return (
+    <section className="card policy-checks" data-testid="policy-checks" aria-label="Policy checks">
+      <h2 className="card-title">Policy checks</h2>
+      <ul className="plain-list">
+        {checks.map((check) => (
+          <li key={check.policy} data-policy={check.policy} data-result={check.result} className={`policy-check policy-${check.result}`}>
+            <strong>{check.policy}</strong> <span className="muted small">({check.kind})</span>{" "}
+            <span className={`badge badge-${check.result}`}>{RESULT_LABELS[check.result] ?? check.result}</span>{" "}
+            <span className="muted small">{check.tookMs} ms</span>
+            {check.messages.length > 0 && (
+              <ul className="small">
+                {check.messages.map((message) => (
+                  <li key={message}>{message}</li>
+                ))}
+              </ul>
+            )}
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }

@@ -178,7 +178,7 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
   const { busy, error, run } = useAction();
   const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
 
-  const set = (key: "requireApproval" | "confirmDestructive" | "forbidSelfApproval" | "approvers", value: boolean | string[] | null) =>
+  const set = (key: "requireApproval" | "confirmDestructive" | "forbidSelfApproval" | "approvers" | "policies", value: boolean | string[] | null) =>
     run(async () => {
       const { updateSettings } = await mutate(UpdateSettingsDocument,
         { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null });
@@ -235,6 +235,14 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
           busy={busy}
           onSave={(value) => void set("approvers", value)}
         />
+        <PoliciesSetting
+          explicit={settings.explicit.policies ?? null}
+          effective={settings.effective.policies}
+          here={here}
+          inherits={Boolean(level.folder || level.stack)}
+          busy={busy}
+          onSave={(value) => void set("policies", value)}
+        />
       </div>
       <ErrorBox error={error} />
     </Card>
@@ -286,6 +294,73 @@ function ApproversSetting({
         }}
       >
         <input aria-label="approvers" placeholder="group:sre, user:ada@example.com" value={text} onChange={(e) => setText(e.target.value)} />
+        <button className="btn small" type="submit" disabled={busy}>
+          Save
+        </button>
+        {explicit !== null && (
+          <button
+            className="btn small ghost"
+            type="button"
+            disabled={busy}
+            onClick={() => {
+              setText("");
+              onSave(null);
+            }}
+          >
+            {inherits ? "Inherit" : "Default"}
+          </button>
+        )}
+      </form>
+    </div>
+  );
+}
+
+/** policies: names of the organization's policies evaluated when each plan ends, or null (none,
+ * or inherit); an empty list turns them off at this level. */
+function PoliciesSetting({
+  explicit,
+  effective,
+  here,
+  inherits,
+  busy,
+  onSave,
+}: {
+  explicit: string[] | null;
+  effective: { value?: string[] | null; origin: string };
+  here: string;
+  inherits: boolean;
+  busy: boolean;
+  onSave: (value: string[] | null) => void;
+}) {
+  const [text, setText] = useState((explicit ?? []).join(", "));
+  const entries = text
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean);
+  const shown = effective.value && effective.value.length ? effective.value.join(", ") : "none";
+  return (
+    <div className="setting" data-setting="policies">
+      <div className="setting-text">
+        <div className="setting-title">
+          Policies <code>policies</code>
+        </div>
+        <div className="muted small">
+          Names of the organization&apos;s policies (the Policies page) evaluated when each plan ends. A deny fails the run; approval policies add
+          to the approval rules.
+        </div>
+        <div className="effective" data-testid="effective">
+          Effective here: <strong>{shown}</strong>{" "}
+          <span className="muted">{explicit === null ? `inherited from ${originLabel(effective.origin)}` : `set on ${here}`}</span>
+        </div>
+      </div>
+      <form
+        className="approvers-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          onSave(entries);
+        }}
+      >
+        <input aria-label="policies" placeholder="protect, dba" value={text} onChange={(e) => setText(e.target.value)} />
         <button className="btn small" type="submit" disabled={busy}>
           Save
         </button>

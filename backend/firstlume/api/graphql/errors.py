@@ -29,6 +29,7 @@ from firstlume.domain.errors import (
     NotFound,
     StorageUnavailable,
 )
+from firstlume.services.policies.engine import PolicyCompileError
 from firstlume.services.storage import storage_failure
 
 log = logging.getLogger("firstlume.api.graphql")
@@ -56,6 +57,12 @@ class NotFoundError(Error):
 @strawberry.type
 class InvalidInputError(Error):
     field: str | None = strawberry.field(description="The argument or input field that was refused.")
+
+
+@strawberry.type(description="A policy's Rego module does not compile: where, and why (`message`).")
+class RegoCompileError(Error):
+    line: int | None
+    column: int | None
 
 
 @strawberry.type
@@ -103,6 +110,13 @@ def as_error_type(error: FirstlumeError) -> Error | None:
             return ConflictError(code=error.code, message=error.message)
         case NotFound():
             return NotFoundError(code=error.code, message=error.message)
+        case PolicyCompileError():
+            return RegoCompileError(
+                code=error.code,
+                message=error.message,
+                line=error.details.get("line"),
+                column=error.details.get("column"),
+            )
         case InvalidRequest():
             return InvalidInputError(
                 code=error.code, message=error.message, field=camel(error.details.get("field"))

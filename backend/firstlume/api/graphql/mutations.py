@@ -185,6 +185,10 @@ class SettingsInput:
         default=strawberry.UNSET, description='"user:<email>" and "group:<name>" entries.'
     )
     forbid_self_approval: bool | None = strawberry.UNSET
+    policies: list[str] | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="Names of the organization's policies evaluated at the end of each plan.",
+    )
 
 
 @asynccontextmanager

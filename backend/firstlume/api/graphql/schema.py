@@ -28,6 +28,7 @@ from firstlume.api.graphql.git_mutations import GitMutation
 from firstlume.api.graphql.git_subscriptions import GitSubscription
 from firstlume.api.graphql.mutations import Mutation
 from firstlume.api.graphql.permissions import TokenStillValid, guard_fields
+from firstlume.api.graphql.policy_mutations import PolicyMutation
 from firstlume.api.graphql.queries import Query
 from firstlume.api.graphql.removal_mutations import RemovalMutation
 from firstlume.api.graphql.subscriptions import Subscription
@@ -96,7 +97,9 @@ class FirstlumeSchema(strawberry.Schema):
 
 # Every root field, and the nested fields that show more than their parent, check the role the
 # permission table names (services/access/permissions.py), before the schema is built.
-RootMutation = merge_types("Mutation", (Mutation, GitMutation, RemovalMutation, DependencyMutation))
+RootMutation = merge_types(
+    "Mutation", (Mutation, GitMutation, RemovalMutation, DependencyMutation, PolicyMutation)
+)
 RootSubscription = merge_types("Subscription", (Subscription, GitSubscription))
 guard_fields([Query, RootMutation, RootSubscription], [StackState, Organization])
 

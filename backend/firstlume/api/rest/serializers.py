@@ -9,6 +9,7 @@ from typing import Any
 
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
+from firstlume.domain.policies import approvals_text
 from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeRecord, OutputChangeRecord
 from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
@@ -65,6 +66,19 @@ def variable_json(variable: VariableRecord, value: Any) -> dict[str, Any]:
     }
 
 
+def approvals_json(run: RunRecord) -> dict[str, Any]:
+    """How many approvals a run needs (more than one only by its approval policies), who has
+    given them, and how far it is: "1 of 2"."""
+    required = run.approvals_required or 1
+    given = list(run.approvals or [])  # empty for a run of one approval: `approved_by` says who
+    return {
+        "approvals_required": required,
+        "policy_approvers": run.policy_approvers,
+        "approvals": given,
+        "approvals_progress": approvals_text(len(given), required) if run.approvals_required else None,
+    }
+
+
 def run_json(details: RunDetails) -> dict[str, Any]:
     run = details.run
     summary = summary_of(run)
@@ -89,6 +103,7 @@ def run_json(details: RunDetails) -> dict[str, Any]:
                 "value": run.forbid_self_approval,
                 "origin": run.forbid_self_approval_origin,
             },
+            "policies": {"value": run.policies, "origin": run.policies_origin},
         }
     started = details.started_at
     return {
@@ -135,7 +150,9 @@ def run_json(details: RunDetails) -> dict[str, Any]:
             "approved_by": details.approved_by,
             "approved_at": iso(run.approved_at),
             "acknowledged": list(run.acknowledged or []),
+            **approvals_json(run),
         },
+        "policy_checks": list(run.policy_checks) if run.policy_checks is not None else None,
         "configuration": {
             "config_yaml": run.config_yaml,
             "engine": run.engine,

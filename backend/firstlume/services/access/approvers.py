@@ -5,6 +5,7 @@ The rules are those the run recorded when its plan finished, with their origins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,8 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import Membership, Run
-from firstlume.domain.errors import Forbidden
+from firstlume.domain.errors import Conflict, FirstlumeError, Forbidden
 from firstlume.domain.inheritance import Resolved
+from firstlume.domain.policies import PolicyCheck, approval_rules
 from firstlume.domain.runs import RunStatus, TriggerKind
 from firstlume.services.access.roles import Role
 from firstlume.services.reads.runs import RunRecord
@@ -27,6 +29,10 @@ class SelfApprovalForbidden(Forbidden):
     code = "self_approval_forbidden"
 
 
+class AlreadyApproved(Conflict):
+    code = "already_approved"
+
+
 def recorded_rules(rules: dict[str, Resolved]) -> dict[str, Any]:
     """The approver rules to record on the run when its plan finishes."""
     return {
@@ -35,6 +41,23 @@ def recorded_rules(rules: dict[str, Resolved]) -> dict[str, Any]:
         "forbid_self_approval": bool(rules["forbid_self_approval"].value),
         "forbid_self_approval_origin": rules["forbid_self_approval"].origin,
     }
+
+
+def policy_approval_rules(checks: Sequence[PolicyCheck], recorded: dict[str, Any]) -> dict[str, Any]:
+    """What the approval policies add to the rules read from the settings: approval becomes
+    required when a policy asks for approvals, the run needs as many as the largest number
+    asked for, and only people among the approvers the policies name may decide on it."""
+    added = approval_rules(checks)
+    if added.approvals_required is None and added.approvers is None:
+        return {}
+    rules: dict[str, Any] = {
+        "approvals_required": added.approvals_required or 1,
+        "policy_approvers": list(added.approvers) if added.approvers is not None else None,
+        "approvals": [],
+    }
+    if not recorded.get("approval_required"):
+        rules["approval_required"], rules["approval_required_origin"] = True, "policies"
+    return rules
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,17 @@ def verdict(
                 f"only {', '.join(approvers) or 'nobody'} may decide on this run{where}",
                 NotAnApprover.code,
             )
+    required = run.policy_approvers
+    if required:
+        mine = {f"user:{email.lower()}"} | {f"group:{g}" for g in groups}
+        if not mine & set(required):
+            return Verdict(
+                False,
+                f"only {', '.join(required)} may decide on this run (its approval policies)",
+                NotAnApprover.code,
+            )
+    if approving and any(a.get("by", "").lower() == email.lower() for a in run.approvals or []):
+        return Verdict(False, "you have already approved this run", AlreadyApproved.code)
     if approving and run.forbid_self_approval:
         started = _started_it(run, user_id, email)
         if started:
@@ -115,6 +149,9 @@ async def require_approver(
     decided = verdict(run, email, user_id, role, groups, approving=approving)
     if decided.allowed:
         return
-    error = SelfApprovalForbidden if decided.code == SelfApprovalForbidden.code else NotAnApprover
+    error: type[FirstlumeError] = {
+        SelfApprovalForbidden.code: SelfApprovalForbidden,
+        AlreadyApproved.code: AlreadyApproved,
+    }.get(decided.code or "", NotAnApprover)
     reason = decided.reason or ""
     raise error(f"You may not {'approve' if approving else 'discard'} this run: {reason}.", reason=reason)

@@ -124,6 +124,11 @@ REST: dict[str, Need] = {
     "dependencies.get": R,
     "dependencies.put": A,
     "dependencies.graph": R,
+    # policies as code: anyone may read them (why a run failed); changing and testing them
+    # (a test reads a run's whole plan) is the admins'
+    "policies.list": R,
+    "policies.get": R,
+    **{f"policies.{name}": A for name in ("create", "update", "delete", "test")},
 }
 
 # What an UNLOCK without a body (terraform force-unlock) needs.
@@ -160,6 +165,10 @@ GRAPHQL: dict[str, Need] = {
     "Mutation.deleteNotification": A,
     "Mutation.testNotification": A,
     "Mutation.setStackDependencies": A,
+    "Mutation.createPolicy": A,
+    "Mutation.updatePolicy": A,
+    "Mutation.deletePolicy": A,
+    "Mutation.testPolicy": A,
     "Subscription.runLog": R,
     "Subscription.runUpdated": R,
     "Subscription.resourceStates": R,

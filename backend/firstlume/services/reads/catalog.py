@@ -29,6 +29,7 @@ class OrganizationRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    policies: list[str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class FolderRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    policies: list[str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class StackRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    policies: list[str] | None
 
 
 @dataclass(frozen=True, slots=True)

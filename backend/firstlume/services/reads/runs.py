@@ -78,6 +78,12 @@ class RunRecord:
     approvers_origin: str | None
     forbid_self_approval: bool | None
     forbid_self_approval_origin: str | None
+    policies: list[str] | None
+    policies_origin: str | None
+    policy_checks: list[dict[str, Any]] | None
+    approvals_required: int | None
+    policy_approvers: list[str] | None
+    approvals: list[dict[str, Any]] | None
     approved_by_id: str | None
     approved_at: datetime | None
     ended_by: str | None

@@ -28,6 +28,7 @@ from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestinatio
 from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
+from firstlume.api.graphql.types.policies import Policy
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
@@ -37,6 +38,7 @@ from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
 from firstlume.services.context import Actor
 from firstlume.services.dependencies import config as dependency_config
+from firstlume.services.policies import store as policy_store
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import runs as run_reads
@@ -248,6 +250,11 @@ class Organization:
     @strawberry.field(description="Notification destinations, oldest first.")
     async def notifications(self) -> list[NotificationDestination]:
         return await drift_types.destinations(self.loaders, self.row.id)
+
+    @strawberry.field(description="The organization's policies, by name.")
+    async def policies(self) -> list[Policy]:
+        async with self.loaders.reads.session() as session:
+            return [Policy.of(p) for p in await policy_store.list_policies(session, self.row.id)]
 
     @strawberry.field(description="Deleted stacks not purged yet, most recently deleted first (admins).")
     async def deleted_stacks(self) -> list[DeletedStack]:

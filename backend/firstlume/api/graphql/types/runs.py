@@ -14,8 +14,10 @@ from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.plain import filled
-from firstlume.api.graphql.types.settings import ResolvedPrincipals, ResolvedSetting
+from firstlume.api.graphql.types.policies import GivenApproval, PolicyCheck
+from firstlume.api.graphql.types.settings import ResolvedPolicies, ResolvedPrincipals, ResolvedSetting
 from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.policies import approvals_text
 from firstlume.domain.runs import (
     APPROVABLE,
     CANCELABLE,
@@ -98,6 +100,27 @@ class Approval:
         self.approvers = list(run.approvers) if run.approvers is not None else None
         self.forbid_self_approval = run.forbid_self_approval
 
+    @strawberry.field(
+        description="How many approvals the run needs: more than one only by its approval policies."
+    )
+    def approvals_required(self) -> int:
+        return self.row.approvals_required or 1
+
+    @strawberry.field(
+        description="Who the approval policies let decide (on top of `approvers`); null: no limit."
+    )
+    def policy_approvers(self) -> list[str] | None:
+        return list(self.row.policy_approvers) if self.row.policy_approvers is not None else None
+
+    @strawberry.field(description="The approvals given so far, for a run that needs more than one.")
+    def approvals(self) -> list[GivenApproval]:
+        return [GivenApproval(by=a["by"], at=a["at"]) for a in self.row.approvals or []]
+
+    @strawberry.field(description='How far the approval is, as "1 of 2"; null for a run that needs one.')
+    def approvals_progress(self) -> str | None:
+        required = self.row.approvals_required
+        return approvals_text(len(self.row.approvals or []), required) if required else None
+
     @strawberry.field(graphql_type=str | None)
     def approved_by(self) -> str | Awaitable[str | None] | None:
         # Read with the page's starters when the page's query asks (Stack.runs).
@@ -143,6 +166,7 @@ class RunRules:
     confirm_destructive: ResolvedSetting
     approvers: ResolvedPrincipals
     forbid_self_approval: ResolvedSetting
+    policies: ResolvedPolicies
 
 
 @strawberry.type
@@ -172,6 +196,7 @@ class RunConfiguration:
                 forbid_self_approval=ResolvedSetting(
                     value=bool(run.forbid_self_approval), origin=run.forbid_self_approval_origin or "default"
                 ),
+                policies=ResolvedPolicies(value=run.policies, origin=run.policies_origin or "default"),
             )
         return cls(
             config_yaml=run.config_yaml,
@@ -295,6 +320,14 @@ class Run:
     @strawberry.field
     def configuration(self) -> RunConfiguration:
         return RunConfiguration.of(self.row)
+
+    @strawberry.field(
+        description="Each policy's result, evaluated when the plan finished; null before, or for a run "
+        "whose plan had no policies to evaluate."
+    )
+    def policy_checks(self) -> list[PolicyCheck] | None:
+        checks = self.row.policy_checks
+        return [PolicyCheck.of(c) for c in checks] if checks is not None else None
 
     @strawberry.field
     def state_backends(self) -> list[StateBackend]:

@@ -39,12 +39,21 @@ class ResolvedPrincipals:
 
 
 @strawberry.type
+class ResolvedPolicies:
+    value: list[str] | None = strawberry.field(
+        description="The names of the policies evaluated at the end of each plan, or null: none."
+    )
+    origin: str = strawberry.field(description=ORIGIN)
+
+
+@strawberry.type
 class EffectiveSettings:
     require_approval: ResolvedSetting
     confirm_destructive: ResolvedSetting
     drift_schedule: ResolvedSchedule
     approvers: ResolvedPrincipals
     forbid_self_approval: ResolvedSetting
+    policies: ResolvedPolicies
 
     @classmethod
     def of(cls, resolved: dict[str, Resolved]) -> EffectiveSettings:
@@ -62,6 +71,10 @@ class EffectiveSettings:
                 value=list(approvers.value) if approvers.value is not None else None, origin=approvers.origin
             ),
             forbid_self_approval=flag("forbid_self_approval"),
+            policies=ResolvedPolicies(
+                value=list(resolved["policies"].value) if resolved["policies"].value is not None else None,
+                origin=resolved["policies"].origin,
+            ),
         )
 
 
@@ -72,6 +85,7 @@ class ExplicitSettings:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    policies: list[str] | None
 
 
 @strawberry.type
