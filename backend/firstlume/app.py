@@ -28,10 +28,12 @@ from firstlume.api.rest import (
     org_routes,
     removal_routes,
     run_routes,
+    sso_routes,
     state_routes,
 )
 from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
+from firstlume.api.session_cookie import SessionCookies
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
@@ -167,6 +169,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *notification_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
+        *sso_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),
@@ -178,6 +181,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     # Outermost: the request id (logs, X-Request-ID, the audit trail) and the request's metrics.
     middleware = [
         Middleware(RequestMiddleware),
+        # The browser's session cookie becomes the request's credentials (CSRF-checked on writes).
+        Middleware(SessionCookies),
         Middleware(
             BodyLimits,
             max_json_bytes=settings.max_json_body_bytes,

@@ -98,6 +98,9 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # "api": a token a person or machine holds; "session": a browser's single sign-on session
+    # (services/access/sessions.py), which the same checks authenticate and the same watch ends.
+    kind: Mapped[str] = mapped_column(String(10), default="api", server_default="api")
 
 
 class Folder(Base):
@@ -484,3 +487,6 @@ from firstlume.db import models_audit as models_audit  # noqa: E402
 
 # Tables of drift schedules and notifications (a module of their own, the same metadata).
 from firstlume.db import models_drift as _models_drift  # noqa: E402, F401
+
+# Single sign-on: pending sign-ins, each organization's mapping of the IdP's groups, folder grants.
+from firstlume.db import models_sso as _models_sso  # noqa: E402, F401

@@ -97,6 +97,15 @@ REST: dict[str, Need] = {
     "tokens.list": R,  # the caller's own tokens
     "tokens.create": R,
     "tokens.revoke": R,
+    # single sign-on: the way in is open (the provider vouches for the person); the session's
+    # CSRF token needs the session; sign-out ends the browser's session (CSRF-checked as a write)
+    "sso.config": Open.PUBLIC,
+    "sso.login": Open.PUBLIC,
+    "sso.callback": Open.PUBLIC,
+    "sso.logout": Open.PUBLIC,
+    "session.get": Open.SIGNED_IN,
+    "sso.get": A,
+    "sso.put": A,
     # Git-driven runs: the webhook authenticates by the host's signature (api/rest/git_routes.py)
     "git.webhook": Open.PUBLIC,
     "git.rotate_secret": A,
