@@ -44,3 +44,18 @@ def groups_of_claim(value: object) -> list[str]:
     if isinstance(value, list | tuple):
         return [item for item in value if isinstance(item, str)]
     return []
+
+
+def covers(folder_path: str, stack_folder: str | None) -> bool:
+    """Whether a grant on `folder_path` reaches a stack in `stack_folder` (None: top level): the
+    folder itself and everything under it."""
+    if stack_folder is None:
+        return False
+    return stack_folder == folder_path or stack_folder.startswith(folder_path + "/")
+
+
+def effective_role(org_role: str, grants: Iterable[tuple[str, str]], stack_folder: str | None) -> str:
+    """The member's role on a stack in `stack_folder`: the organization role, raised (never
+    lowered) by the grants (folder path, role) on that folder or one above it."""
+    roles = [org_role, *(role for path, role in grants if covers(path, stack_folder))]
+    return max(roles, key=ROLE_ORDER.index)

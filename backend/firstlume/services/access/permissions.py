@@ -106,6 +106,8 @@ REST: dict[str, Need] = {
     "session.get": Open.SIGNED_IN,
     "sso.get": A,
     "sso.put": A,
+    "folder_grants.get": A,
+    "folder_grants.put": A,
     # Git-driven runs: the webhook authenticates by the host's signature (api/rest/git_routes.py)
     "git.webhook": Open.PUBLIC,
     "git.rotate_secret": A,
@@ -130,6 +132,15 @@ REST: dict[str, Need] = {
         for name in ("list", "create", "get", "update", "delete", "deliveries", "test")
     },
 }
+
+# Actions on one stack whose role is the caller's effective role on that stack: the organization
+# role raised by the grants of the stack's folder and the folders above it (folder_grants.py).
+# The organization-level check of these asks only for membership; the stack's check follows
+# once the stack (or the run's stack) is known.
+STACK_SCOPED_REST = frozenset({"start_run", "approve", "discard", "cancel"})
+STACK_SCOPED_GRAPHQL = frozenset(
+    {"Mutation.startRun", "Mutation.approveRun", "Mutation.discardRun", "Mutation.cancelRun"}
+)
 
 # What an UNLOCK without a body (terraform force-unlock) needs.
 FORCE_UNLOCK: Need = A

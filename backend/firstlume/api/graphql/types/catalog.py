@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime, timedelta
@@ -11,7 +12,7 @@ import strawberry
 from strawberry import Private
 from strawberry.types import Info
 
-from firstlume.api.graphql.access import Member, Token, members_of, role_of, tokens_of
+from firstlume.api.graphql.access import Member, Token, callers_grants, members_of, role_of, tokens_of
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
@@ -29,6 +30,7 @@ from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
+from firstlume.services.access import folder_grants
 from firstlume.services.context import Actor
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
@@ -332,6 +334,22 @@ class Stack:
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
         self.git_auth = GitAuth(row.git_auth) if row.git_auth else None
         self.created_at = row.created_at
+
+    @strawberry.field(
+        description="The caller's effective role on this stack: their organization role, raised (never "
+        "lowered) by the grants of the stack's folder and the folders above it. The UI disables what it "
+        "does not allow."
+    )
+    async def viewer_role(self, info: strawberry.Info) -> str | None:
+        actor = info.context.require_actor()
+        org_id = self.row.org_id
+        caller = self.loaders.viewer_grants.get(org_id)
+        if caller is None:
+            caller = self.loaders.viewer_grants[org_id] = asyncio.ensure_future(
+                callers_grants(self.loaders.reads, org_id, actor)
+            )
+        folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
+        return folder_grants.role_on(await caller, folder.path if folder else None)
 
     @strawberry.field
     async def folder(self) -> Folder | None:
