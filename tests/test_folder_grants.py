@@ -141,3 +141,45 @@ async def test_bad_grants_are_refused_and_change_nothing(
     assert not_admin.status_code == 403
     kept = (await client.get(f"{O}/folders/network/grants", headers=h)).json()
     assert kept["grants"] == {"group:net": "operator"}
+
+
+async def test_graphql_sets_and_reads_the_grants_and_the_sso_mapping(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    people = await _world(client, ctx, tenant)
+    h = tenant.headers
+    mutation = """mutation { setFolderGrants(org: "acme", path: "network/eu",
+      grants: [{principal: "user:rex@example.com", role: "operator"}]) {
+        __typename ... on FolderGrants { path grants { principal role origin } effective { principal origin } }
+        ... on Error { code message } } }"""
+    body = (await client.post("/graphql", headers=h, json={"query": mutation})).json()
+    assert body["data"]["setFolderGrants"] == {
+        "__typename": "FolderGrants",
+        "path": "network/eu",
+        "grants": [{"principal": "user:rex@example.com", "role": "operator", "origin": "network/eu"}],
+        "effective": [
+            {"principal": "group:net", "origin": "network"},
+            {"principal": "user:rex@example.com", "origin": "network/eu"},
+        ],
+    }, body
+    assert (await _start(client, people["rex"], "dns")).status_code == 201
+    bad = mutation.replace("operator", "owner")
+    refused = (await client.post("/graphql", headers=h, json={"query": bad})).json()
+    assert refused["data"]["setFolderGrants"]["__typename"] == "InvalidInputError", refused
+
+    update = """mutation { updateSso(org: "acme", groups: [{idpGroup: "platform-sre", role: "operator", groups: ["sre"]}],
+      defaultRole: "reader") { __typename ... on SsoMapping { defaultRole groups { idpGroup role groups } } } }"""
+    body = (await client.post("/graphql", headers=h, json={"query": update})).json()
+    assert body["data"]["updateSso"] == {
+        "__typename": "SsoMapping",
+        "defaultRole": "reader",
+        "groups": [{"idpGroup": "platform-sre", "role": "operator", "groups": ["sre"]}],
+    }, body
+    read = '{ organization(slug: "acme") { sso { defaultRole } folderGrants(path: "network") { grants { principal } } } }'
+    body = (await client.post("/graphql", headers=h, json={"query": read})).json()
+    assert body["data"]["organization"] == {
+        "sso": {"defaultRole": "reader"},
+        "folderGrants": {"grants": [{"principal": "group:net"}]},
+    }, body
+    as_reader = (await client.post("/graphql", headers=people["nat"], json={"query": read})).json()
+    assert as_reader["errors"][0]["extensions"]["code"] == "forbidden", as_reader

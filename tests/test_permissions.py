@@ -243,6 +243,8 @@ MUTATIONS = {
     "deleteStack": 'deleteStack(org: "acme", stack: "web")',
     "moveFolder": 'moveFolder(org: "acme", path: "no-such-folder", newPath: "g-$n")',
     "deleteFolder": 'deleteFolder(org: "acme", path: "no-such-folder")',
+    "updateSso": 'updateSso(org: "acme", groups: [{idpGroup: "g-$n", role: "reader"}])',
+    "setFolderGrants": 'setFolderGrants(org: "acme", path: "prod", grants: [{principal: "group:net", role: "operator"}])',
 }
 QUERIES = {
     "viewer": "viewer { email }",
@@ -329,6 +331,7 @@ SPEC = {
                  "Mutation.testNotification", "Organization.notifications", "audit.list", "Organization.audit",
                  "stacks.delete", "folders.update", "folders.delete", "Mutation.deleteStack", "Mutation.moveFolder",
                  "Mutation.deleteFolder", "sso.get", "sso.put", "folder_grants.get", "folder_grants.put",
+                 "Mutation.updateSso", "Mutation.setFolderGrants", "Organization.sso", "Organization.folderGrants",
                  *(f"deleted_stacks.{n}" for n in ("list", "get", "runs", "state_versions", "state_version"))],
 }  # fmt: skip
 

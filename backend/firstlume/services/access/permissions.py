@@ -187,6 +187,11 @@ GRAPHQL: dict[str, Need] = {
     "Organization.notifications": A,
     "Organization.audit": A,
     "Organization.deletedStacks": A,
+    # Single sign-on's mapping and the folders' grants: the admins'.
+    "Organization.sso": A,
+    "Organization.folderGrants": A,
+    "Mutation.updateSso": A,
+    "Mutation.setFolderGrants": A,
 }
 
 ROOT_TYPES = ("Query", "Mutation", "Subscription")

@@ -17,6 +17,7 @@ from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.selections import selects
+from firstlume.api.graphql.sso import FolderGrants, SsoMapping, grants_of, sso_of
 from firstlume.api.graphql.types import drift as drift_types
 from firstlume.api.graphql.types.audit import AuditConnection, audit_of
 from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestination, StackDrift
@@ -118,6 +119,18 @@ class Organization:
     @strawberry.field(description="The caller's role here: reader, operator or admin.")
     async def viewer_role(self, info: strawberry.Info) -> str | None:
         return await role_of(self.loaders.reads, self.row.id, info.context.require_actor())
+
+    @strawberry.field(
+        description="The mapping of the identity provider's groups, applied at each sign-in (admins)."
+    )
+    async def sso(self) -> SsoMapping:
+        return await sso_of(self.loaders.reads, self.row)
+
+    @strawberry.field(
+        description="A folder's grants, and every grant that reaches it with its origin (admins)."
+    )
+    async def folder_grants(self, path: str) -> FolderGrants:
+        return await grants_of(self.loaders.reads, self.row, path)
 
     @strawberry.field(description="Every folder, by path.")
     async def folders(self) -> list[Folder]:
