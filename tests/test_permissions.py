@@ -21,7 +21,18 @@ from firstlume.api.graphql.schema import schema
 from firstlume.api.rest.guard import UnlistedRoutes, guard, unlisted
 from firstlume.app import create_app
 from firstlume.services import accounts
-from firstlume.services.access.permissions import FORCE_UNLOCK, GRAPHQL, REST, ROOT_TYPES, Need, Open
+from firstlume.services.access import folder_grants, members
+from firstlume.services.access.commands import PutMember
+from firstlume.services.access.permissions import (
+    FORCE_UNLOCK,
+    GRAPHQL,
+    REST,
+    ROOT_TYPES,
+    STACK_SCOPED_GRAPHQL,
+    STACK_SCOPED_REST,
+    Need,
+    Open,
+)
 from firstlume.services.access.roles import Role
 from firstlume.services.context import Context
 from firstlume.settings import Settings
@@ -46,6 +57,8 @@ class Caller:
     name: str
     headers: dict[str, str]
     role: Role | None  # None: not a member of acme
+    # The role a folder grant gives on the world's stack (in prod/), above the organization role.
+    granted: Role | None = None
 
 
 async def callers(ctx: Context, tenant: Tenant) -> list[Caller]:
@@ -58,10 +71,15 @@ async def callers(ctx: Context, tenant: Tenant) -> list[Caller]:
     async with ctx.unit() as unit:
         for email, role in (("rea@example.com", Role.READER), ("ole@example.com", Role.OPERATOR)):
             made.append((await accounts.create_token(unit.session, ORG, email, role=role), role))
+    granted = await _granted_readers(ctx, tenant)
     return [
         Caller("non-member", loner.headers, None),
         Caller("other org's admin", other_admin.headers, None),
         Caller("reader", {"Authorization": f"Bearer {made[0][0]}"}, Role.READER),
+        # Readers of the organization with folder grants: one an operator of prod/ (the world's
+        # stack's folder) through group:net, one an operator of another folder only.
+        Caller("reader, operator of prod/ by group:net", granted[0], Role.READER, granted=Role.OPERATOR),
+        Caller("reader, operator of network/ only", granted[1], Role.READER),
         Caller("operator", {"Authorization": f"Bearer {made[1][0]}"}, Role.OPERATOR),
         Caller("admin", tenant.headers, Role.ADMIN),
     ]
@@ -75,12 +93,37 @@ async def world(ctx: Context, tenant: Tenant) -> dict[str, str]:
             "id": "00000000-0000-0000-0000-000000000000"}  # fmt: skip
 
 
-def expected_for(need: Need, caller: Caller) -> str:
+async def _granted_readers(ctx: Context, tenant: Tenant) -> list[dict[str, str]]:
+    await make_stack(ctx, tenant, {"slug": "dns", "repository": "file:///r", "folder": "network"})
+    headers = []
+    async with ctx.unit() as unit:
+        org = await accounts.org_for(
+            unit.session, await accounts.authenticate(unit.session, tenant.token), ORG
+        )
+        for email in ("nat@example.com", "elsa@example.com"):
+            token = await accounts.create_token(unit.session, ORG, email, role=Role.READER)
+            headers.append({"Authorization": f"Bearer {token}"})
+        await members.put_member(
+            unit.session, org, "nat@example.com", PutMember(role=Role.READER, groups=["net"])
+        )
+        await folder_grants.put_grants(unit.session, org, "prod", {"grants": {"group:net": "operator"}})
+        await folder_grants.put_grants(
+            unit.session, org, "network", {"grants": {"user:elsa@example.com": "operator"}}
+        )
+    return headers
+
+
+def expected_for(need: Need, caller: Caller, key: str = "") -> str:
+    """What the table says for `caller`; on the stack-scoped routes and fields (starting and
+    deciding on the world's run), a folder grant raises the caller's role."""
     if not isinstance(need, Role):
         return "allowed"
     if caller.role is None:
         return "not_found"
-    return "allowed" if caller.role.allows(need) else "forbidden"
+    role = caller.role
+    if key in STACK_SCOPED_REST | STACK_SCOPED_GRAPHQL and caller.granted is not None:
+        role = max(role, caller.granted, key=lambda r: r.rank)
+    return "allowed" if role.allows(need) else "forbidden"
 
 
 def outcome(status: int, body: Any) -> str:
@@ -170,7 +213,7 @@ async def test_every_rest_route_allows_and_refuses_as_the_table_says(
                         got = outcome(response.status_code, response.json())
                     except ValueError:
                         got = outcome(response.status_code, None)
-                    want = expected_for(case_need, caller)
+                    want = expected_for(case_need, caller, route.name)
                     checked += 1
                     if got != want:
                         wrong.append(
@@ -179,7 +222,7 @@ async def test_every_rest_route_allows_and_refuses_as_the_table_says(
                     if want == "forbidden":
                         assert response.json()["error"]["needed"] == case_need.value  # type: ignore[union-attr]
     assert wrong == [], "\n".join(wrong)
-    assert checked >= 5 * 55  # every org route (root and unit state routes), each method and case
+    assert checked >= 7 * 55  # every org route (root and unit state routes), each method and case
 
 
 MUTATIONS = {
@@ -213,6 +256,8 @@ MUTATIONS = {
     "moveFolder": 'moveFolder(org: "acme", path: "no-such-folder", newPath: "g-$n")',
     "deleteFolder": 'deleteFolder(org: "acme", path: "no-such-folder")',
     "setStackDependencies": 'setStackDependencies(org: "acme", stack: "web", dependsOn: [])',
+    "updateSso": 'updateSso(org: "acme", groups: [{idpGroup: "g-$n", role: "reader"}])',
+    "setFolderGrants": 'setFolderGrants(org: "acme", path: "prod", grants: [{principal: "group:net", role: "operator"}])',
 }
 QUERIES = {
     "viewer": "viewer { email }",
@@ -270,7 +315,7 @@ async def test_every_graphql_query_and_mutation_allows_and_refuses_as_the_table_
                 got = "not_found"
             else:
                 got = "allowed"
-            want = expected_for(need, caller)
+            want = expected_for(need, caller, field)
             if field == "Query.organization" and caller.role is None:
                 want, got = "null", "null" if result is None else "visible"
             if got != want:
@@ -301,6 +346,8 @@ SPEC = {
                  "Mutation.deleteFolder", "dependencies.put", "Mutation.setStackDependencies",
                  *(f"policies.{n}" for n in ("create", "update", "delete", "test")),
                  *(f"Mutation.{n}Policy" for n in ("create", "update", "delete", "test")),
+                 "sso.get", "sso.put", "folder_grants.get", "folder_grants.put",
+                 "Mutation.updateSso", "Mutation.setFolderGrants", "Organization.sso", "Organization.folderGrants",
                  *(f"deleted_stacks.{n}" for n in ("list", "get", "runs", "state_versions", "state_version"))],
 }  # fmt: skip
 

@@ -24,16 +24,19 @@ from firstlume.api.rest import (
     dependency_routes,
     drift_routes,
     executor_routes,
+    folder_grant_routes,
     git_routes,
     notification_routes,
     org_routes,
     policy_routes,
     removal_routes,
     run_routes,
+    sso_routes,
     state_routes,
 )
 from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
+from firstlume.api.session_cookie import SessionCookies
 from firstlume.api.spa import spa_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
@@ -170,6 +173,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *health.routes,
         *metrics_route.routes,
         *org_routes.routes,
+        *folder_grant_routes.routes,
         *removal_routes.routes,
         *run_routes.routes,
         *executor_routes.routes,
@@ -181,6 +185,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *access_routes.routes,
         *audit_routes.routes,
         *dependency_routes.routes,
+        *sso_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),
@@ -192,6 +197,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     # Outermost: the request id (logs, X-Request-ID, the audit trail) and the request's metrics.
     middleware = [
         Middleware(RequestMiddleware),
+        # The browser's session cookie becomes the request's credentials (CSRF-checked on writes).
+        Middleware(SessionCookies),
         Middleware(
             BodyLimits,
             max_json_bytes=settings.max_json_body_bytes,

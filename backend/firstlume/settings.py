@@ -519,6 +519,29 @@ class Settings(_EnvSettings):
         gt=0,
         description="seconds an executor waits on each network step of a checkout (connect, fetch) before the run fails naming the step",
     )
+    oidc_issuer: str = Field(
+        default="",
+        description='the OpenID Connect provider\'s issuer URL; with it the UI offers "Sign in with …" (README: Single sign-on)',
+        json_schema_extra=doc(default_text="none (sign-in by API token only)"),
+    )
+    oidc_client_id: str = Field(default="", description="Firstlume's client id at the provider")
+    oidc_client_secret: str = Field(
+        default="",
+        description="Firstlume's client secret at the provider",
+        json_schema_extra=doc(secret=True),
+    )
+    oidc_groups_claim: str = Field(
+        default="groups", description="the ID token's claim that lists the person's groups at the provider"
+    )
+    oidc_scopes: str = Field(
+        default="openid email profile",
+        description="scopes asked of the provider (space-separated; `openid` is always asked)",
+    )
+    session_hours: float = Field(
+        default=12.0,
+        gt=0,
+        description="hours a browser's sign-in session lasts before the person signs in again",
+    )
     k8s: KubernetesSettings = Field(
         default_factory=KubernetesSettings,
         description='the Kubernetes launcher\'s settings: see "Configure the executors" below',

@@ -67,8 +67,9 @@ function Home() {
   if (!first) {
     return (
       <main className="center-page">
-        <Empty title="Your token belongs to no organization.">
-          Ask an administrator to add you: <code>firstlume token create --org &lt;slug&gt; --user {viewer.email}</code>
+        <Empty title={`${viewer.email} belongs to no organization.`}>
+          Ask an administrator to add you: <code>firstlume token create --org &lt;slug&gt; --user {viewer.email}</code>, or,
+          with single sign-on, to map one of your directory groups to this organization.
         </Empty>
       </main>
     );

@@ -1,6 +1,16 @@
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { Provider } from "urql";
-import { ApiError, apiError, createApiClient, storeToken, storedToken, type ApiClient } from "./api/client";
+import {
+  ApiError,
+  apiError,
+  createApiClient,
+  currentSession,
+  endSession,
+  isSession,
+  storeToken,
+  storedToken,
+  type ApiClient,
+} from "./api/client";
 import { ViewerDocument, type ViewerQuery } from "./graphql/generated";
 
 type Viewer = ViewerQuery["viewer"];
@@ -28,14 +38,39 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   const [token, setToken] = useState<string | null>(storedToken);
   const [viewer, setViewer] = useState<Viewer | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  // Without a stored token, whether this browser has a single sign-on session is asked once.
+  const [asking, setAsking] = useState(() => storedToken() === null);
 
-  const signOut = useCallback((why?: string) => {
-    storeToken(null);
-    setToken(null);
-    setViewer(null);
-    setNotice(why ?? null);
-  }, []);
+  useEffect(() => {
+    if (!asking) return;
+    let live = true;
+    currentSession().then((session) => {
+      if (!live) return;
+      if (session) setToken(session);
+      setAsking(false);
+    });
+    return () => {
+      live = false;
+    };
+  }, [asking]);
+
+  const signOut = useCallback(
+    (why?: string) => {
+      if (token && isSession(token)) void endSession(token);
+      storeToken(null);
+      setToken(null);
+      setViewer(null);
+      setNotice(why ?? null);
+    },
+    [token],
+  );
   const refused = useRef(() => signOut("The server no longer accepts your API token. Sign in again."));
+  refused.current = () =>
+    signOut(
+      token && isSession(token)
+        ? "Your session has ended. Sign in again."
+        : "The server no longer accepts your API token. Sign in again.",
+    );
 
   const api = useMemo(() => (token ? createApiClient(token, () => refused.current()) : null), [token]);
   useEffect(() => () => api?.dispose(), [api]);
@@ -69,6 +104,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   }, [api, viewer]);
 
   const value = useMemo(() => ({ token, viewer, notice, signIn, signOut }), [token, viewer, notice, signIn, signOut]);
+  if (asking) return null;
   return (
     <AuthContext.Provider value={value}>
       {api ? <Provider value={api.client}>{children}</Provider> : children}

@@ -1,5 +1,7 @@
 // A REST resource fetched with the token, then handed to the browser as a file, byte for byte
 // (the log's and a state version's downloads).
+import { authHeaders } from "./api/client";
+
 export async function downloadFile(
   path: string,
   token: string,
@@ -9,7 +11,7 @@ export async function downloadFile(
 ): Promise<void> {
   let response: Response;
   try {
-    response = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
+    response = await fetch(path, { credentials: "same-origin", headers: authHeaders(token) });
   } catch {
     throw new Error(`Can't reach the Firstlume server to download ${what}. Check that it is running and that you are online.`);
   }

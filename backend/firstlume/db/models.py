@@ -100,6 +100,9 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # "api": a token a person or machine holds; "session": a browser's single sign-on session
+    # (services/access/sessions.py), which the same checks authenticate and the same watch ends.
+    kind: Mapped[str] = mapped_column(String(10), default="api", server_default="api")
 
 
 class Folder(Base):
@@ -528,3 +531,5 @@ class Policy(Base):
     rego: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+# Single sign-on: pending sign-ins, each organization's mapping of the IdP's groups, folder grants.
+from firstlume.db import models_sso as _models_sso  # noqa: E402, F401

@@ -43,6 +43,11 @@ class AuditAction(StrEnum):
     MEMBER_UPDATE = "member.update"
     MEMBER_REMOVE = "member.remove"
 
+    SSO_UPDATE = "sso.update"
+    SESSION_START = "session.start"
+    SESSION_END = "session.end"
+    FOLDER_GRANTS_UPDATE = "folder.grants.update"
+
     WEBHOOK_SECRET_ROTATE = "git.webhook_secret.rotate"
 
     NOTIFICATION_CREATE = "notification.create"

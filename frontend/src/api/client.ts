@@ -16,6 +16,58 @@ export function storeToken(token: string | null): void {
   else window.localStorage.removeItem(TOKEN_KEY);
 }
 
+// Signed in through single sign-on, the browser holds an HttpOnly session cookie that this code
+// never sees: its credentials are then "session:<the session's CSRF token>", sent with every
+// request as X-CSRF-Token (the server refuses a cookie-authenticated write without it).
+const SESSION = "session:";
+
+export function sessionCredentials(csrf: string): string {
+  return SESSION + csrf;
+}
+
+export function isSession(credentials: string): boolean {
+  return credentials.startsWith(SESSION);
+}
+
+/** The headers that authenticate a request: the API token, or the session's CSRF token. */
+export function authHeaders(credentials: string): Record<string, string> {
+  return isSession(credentials)
+    ? { "x-csrf-token": credentials.slice(SESSION.length) }
+    : { authorization: `Bearer ${credentials}` };
+}
+
+/** The session of this browser's cookie, if it has a live one: its credentials. */
+export async function currentSession(): Promise<string | null> {
+  try {
+    const response = await fetch("/api/v1/session", { credentials: "same-origin" });
+    if (!response.ok) return null;
+    const body = (await response.json()) as { csrf_token?: string };
+    return body.csrf_token ? sessionCredentials(body.csrf_token) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Ends the browser's session on the server (the cookie stops working at once). */
+export async function endSession(credentials: string): Promise<void> {
+  try {
+    await fetch("/api/v1/sso/logout", { method: "POST", credentials: "same-origin", headers: authHeaders(credentials) });
+  } catch {
+    // Offline: the cookie expires by itself; this browser forgets it now.
+  }
+}
+
+export type SingleSignOn = { enabled: boolean; issuer: string | null; sign_in_url: string | null };
+
+export async function singleSignOn(): Promise<SingleSignOn | null> {
+  try {
+    const response = await fetch("/api/v1/sso");
+    return response.ok ? ((await response.json()) as SingleSignOn) : null;
+  } catch {
+    return null;
+  }
+}
+
 export class ApiError extends Error {
   constructor(
     readonly code: string,
@@ -75,7 +127,8 @@ export function createApiClient(token: string, onUnauthenticated: () => void = (
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   const socket = createSocket({
     url: url.toString(),
-    connectionParams: { authorization: `Bearer ${token}` },
+    // A session's socket is authenticated by its cookie, which the browser sends with it.
+    connectionParams: isSession(token) ? {} : { authorization: `Bearer ${token}` },
     lazy: true,
     keepAlive: 20_000,
     // Resubscribing is ours (useLiveSubscription): a log resumes from its offset, not from 0.
@@ -84,7 +137,7 @@ export function createApiClient(token: string, onUnauthenticated: () => void = (
   });
   const client = new Client({
     url: "/graphql",
-    fetchOptions: { headers: { authorization: `Bearer ${token}` } },
+    fetchOptions: { credentials: "same-origin", headers: authHeaders(token) },
     preferGetMethod: false,
     exchanges: [
       mapExchange({

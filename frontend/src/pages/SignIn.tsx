@@ -1,14 +1,22 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { useAuth } from "../auth";
 import { usePageTitle } from "../components/ui";
-import type { ApiError } from "../api/client";
+import { singleSignOn, type ApiError, type SingleSignOn } from "../api/client";
 
 export function SignInPage() {
   const { signIn, notice } = useAuth();
   const [token, setToken] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const [sso, setSso] = useState<SingleSignOn | null>(null);
   usePageTitle("Sign in");
+  useEffect(() => {
+    let live = true;
+    singleSignOn().then((found) => live && setSso(found));
+    return () => {
+      live = false;
+    };
+  }, []);
 
   async function submit(event: FormEvent) {
     event.preventDefault();
@@ -33,6 +41,15 @@ export function SignInPage() {
         </h1>
         <p className="muted">Plans reviewed, approvals enforced, applies exactly as planned.</p>
         {notice && !error && <div className="alert alert-warning">{notice}</div>}
+        {sso?.enabled && sso.sign_in_url && (
+          <>
+            {/* A whole-page visit: the provider's page, then back here with the session cookie. */}
+            <a className="btn primary block" href={sso.sign_in_url}>
+              Sign in with {sso.issuer}
+            </a>
+            <p className="muted small">Or, for a machine's or a break-glass sign-in, paste an API token:</p>
+          </>
+        )}
         <label htmlFor="token">API token</label>
         <input
           id="token"

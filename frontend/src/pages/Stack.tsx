@@ -112,6 +112,8 @@ export function StackPage() {
   if (!data && loading) return <Loading what="the stack" />;
   if (error && !data) return <ErrorBox error={error} />;
   if (!stack) return <NotFoundPage title={`There is no stack “${slug}” here.`} back={`/orgs/${org}/stacks`} backLabel="All stacks" />;
+  // The caller's effective role on this stack (folder grants included) decides what is enabled.
+  const mayStart = stack.viewerRole === "operator" || stack.viewerRole === "admin";
 
   return (
     <div className="page">
@@ -121,8 +123,8 @@ export function StackPage() {
             <button
               key={b.type}
               className={`btn ${b.type === "APPLY" ? "primary" : b.type === "DESTROY" ? "danger-outline" : ""}`}
-              title={b.hint}
-              disabled={starting !== null}
+              title={mayStart ? b.hint : `${b.hint} Starting runs here needs the operator role; you are ${stack.viewerRole === "admin" ? "an" : "a"} ${stack.viewerRole ?? "reader"} on this stack.`}
+              disabled={starting !== null || !mayStart}
               onClick={() => (b.type === "DESTROY" ? setConfirmDestroy(true) : void start(b.type))}
             >
               {starting === b.type ? "Starting…" : b.label}

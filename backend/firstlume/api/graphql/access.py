@@ -14,7 +14,7 @@ from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.errors import ConflictError, InvalidInputError, NotFoundError, typed
 from firstlume.api.validation import command
 from firstlume.services import accounts
-from firstlume.services.access import members, tokens
+from firstlume.services.access import folder_grants, members, tokens
 from firstlume.services.access.commands import CreateToken, PutMember
 from firstlume.services.access.tokens import TokenRecord
 from firstlume.services.context import Actor
@@ -87,6 +87,11 @@ async def members_of(reads: ReadScope, org_id: str) -> list[Member]:
 async def tokens_of(reads: ReadScope, actor: Actor) -> list[Token]:
     async with reads.session() as session:
         return [Token.of(r) for r in await tokens.list_tokens(session, actor)]
+
+
+async def callers_grants(reads: ReadScope, org_id: str, actor: Actor) -> folder_grants.Caller | None:
+    async with reads.session() as session:
+        return await folder_grants.caller_in(session, org_id, actor.user_id)
 
 
 async def role_of(reads: ReadScope, org_id: str, actor: Actor) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from strawberry.dataloader import DataLoader
 
 from firstlume.domain.inheritance import Resolved
+from firstlume.services.access.folder_grants import Caller
 from firstlume.services.context import Context
 from firstlume.services.reads import ReadScope
 from firstlume.services.reads import catalog as catalog_reads
@@ -41,6 +42,9 @@ class Loaders:
     def __init__(self, ctx: Context, reads: ReadScope | None = None) -> None:
         self.ctx = ctx
         self.reads = reads if reads is not None else ReadScope(ctx.db, shared=False)
+        # The caller's organization role and folder grants, per organization (Stack.viewerRole):
+        # read once per operation, however many stacks ask.
+        self.viewer_grants: dict[str, Awaitable[Caller | None]] = {}
         # Stacks read with their organization, by (organization id, slug), None when there is no
         # such stack (Query.organization, for Organization.stack).
         self.stacks_by_slug: dict[tuple[str, str], StackRecord | None] = {}

@@ -23,6 +23,7 @@ from firstlume.api.graphql.errors import (
     typed,
 )
 from firstlume.api.graphql.loaders import Loaders
+from firstlume.api.graphql.sso import SsoMutation
 from firstlume.api.graphql.types import Folder, Run, Settings, Stack, Variable, VariableKind
 from firstlume.api.graphql.types.drift import (
     NotificationDelivery,
@@ -216,7 +217,7 @@ def fresh(info: Ctx) -> Loaders:
 
 
 @strawberry.type
-class Mutation(AccessMutation):
+class Mutation(AccessMutation, SsoMutation):
     @strawberry.mutation(description="Queues a run of the stack.")
     async def start_run(self, info: Ctx, org: str, stack: str, type: RunType) -> StartRunResult:
         async def work() -> Run:

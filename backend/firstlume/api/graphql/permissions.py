@@ -21,8 +21,9 @@ from strawberry.types.field import StrawberryField
 from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.errors import as_error_type
 from firstlume.domain.errors import NotFound, Unauthenticated
+from firstlume.services.access import folder_grants
 from firstlume.services.access.members import role_in
-from firstlume.services.access.permissions import GRAPHQL, Need
+from firstlume.services.access.permissions import GRAPHQL, STACK_SCOPED_GRAPHQL, Need
 from firstlume.services.access.roles import Role, check_role
 from firstlume.services.access.tokens import token_usable
 from firstlume.services.context import Actor
@@ -147,7 +148,20 @@ class RoleCheck(FieldExtension):
             if slug is None and org_id is None:
                 raise Unlisted(f"{self.key}: no organization to check the role in")
             try:
-                check_role(await _membership(ctx, actor, slug, org_id), self.need)
+                role = await _membership(ctx, actor, slug, org_id)
+                if self.key in STACK_SCOPED_GRAPHQL and slug is not None and not Role(role).allows(self.need):
+                    # A folder grant may raise the caller's role on this stack.
+                    async with ctx.loaders().reads.session() as session:
+                        await folder_grants.require_in_org(
+                            session,
+                            slug,
+                            actor.user_id,
+                            self.need,
+                            stack_slug=kwargs.get("stack"),
+                            run_id=str(kwargs["run_id"]) if "run_id" in kwargs else None,
+                        )
+                else:
+                    check_role(role, self.need)
             except NotFound as error:
                 if not self.key.startswith("Mutation."):
                     raise

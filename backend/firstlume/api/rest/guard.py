@@ -16,13 +16,16 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from firstlume.api.disconnect import client_left
 from firstlume.api.rest.http import Handler, context_of, note_storage_failure
 from firstlume.services.access import tokens
-from firstlume.services.access.permissions import FORCE_UNLOCK, REST, Need
+from firstlume.services.access.permissions import FORCE_UNLOCK, REST, STACK_SCOPED_REST, Need
+from firstlume.services.access.roles import Role
 from firstlume.services.context import Actor
 from firstlume.services.storage import storage_failure
 
 log = logging.getLogger("firstlume.api")
 
 NEED_KEY = "firstlume.need"
+# What a stack-scoped route needs on its stack (permissions.py STACK_SCOPED_REST).
+STACK_NEED_KEY = "firstlume.stack_need"
 ACTOR_KEY = "firstlume.actor"
 
 
@@ -72,6 +75,9 @@ def _wrap(handler: Handler, name: str, need: Need) -> Handler:
     async def guarded(request: Request) -> Response:
         try:
             request.scope[NEED_KEY] = await _need(request, name, need)
+            if name in STACK_SCOPED_REST and isinstance(need, Role):
+                # A member with a folder grant may do here what their organization role may not.
+                request.scope[NEED_KEY], request.scope[STACK_NEED_KEY] = Role.READER, need
         except ClientDisconnect:
             return client_left(request)
         response = await handler(request)
@@ -111,6 +117,12 @@ def need_of(request: Request) -> Need:
     need: Need | None = request.scope.get(NEED_KEY)
     if need is None:
         raise RuntimeError(f"{request.url.path} was not guarded by the permission table")
+    return need
+
+
+def stack_need_of(request: Request) -> Role | None:
+    """What a stack-scoped route needs on its stack; None for the other routes."""
+    need: Role | None = request.scope.get(STACK_NEED_KEY)
     return need
 
 

@@ -10,12 +10,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
-from firstlume.api.rest.guard import need_of, remember_actor
+from firstlume.api.rest.guard import need_of, remember_actor, stack_need_of
 from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.serializers import folder_json, resolved_json, stack_json, stacks_json, variable_json
 from firstlume.api.validation import command
 from firstlume.domain.git import StackTrigger
 from firstlume.services import accounts, catalog, inherited
+from firstlume.services.access import folder_grants
+from firstlume.services.access.roles import Role
 from firstlume.services.commands import CreateFolder, CreateStack, PatchSettings, PutVariable
 from firstlume.services.context import Actor, Unit
 from firstlume.services.git.polling import set_baseline
@@ -51,6 +53,9 @@ async def stack_request(
             need_of(request),
         )
         remember_actor(request, actor)
+        needed = stack_need_of(request)
+        if needed is not None and not Role(actor.role or "reader").allows(needed):
+            await folder_grants.require_on_stack(unit.session, org.id, actor.user_id, stack.folder_id, needed)
         yield unit, actor, org, stack
 
 
@@ -88,10 +93,11 @@ async def list_orgs(request: Request) -> Response:
 
 @endpoint
 async def list_stacks(request: Request) -> Response:
-    async with org_read(request) as (session, _, org):
+    async with org_read(request) as (session, actor, org):
         [stacks] = await catalog_reads.stacks_of_orgs(session, [org.id])
         paths = await catalog_reads.folder_paths(session, stacks)
-        return JSONResponse({"stacks": stacks_json(stacks, paths)})
+        roles = await folder_grants.viewer_roles(session, org.id, actor.user_id, stacks, paths)
+        return JSONResponse({"stacks": stacks_json(stacks, paths, roles)})
 
 
 @endpoint
@@ -109,10 +115,11 @@ async def create_stack(request: Request) -> Response:
 
 @endpoint
 async def get_stack(request: Request) -> Response:
-    async with org_read(request) as (session, _, org):
+    async with org_read(request) as (session, actor, org):
         stack = await catalog.stack_by_slug(session, org, request.path_params["stack"])
         paths = await catalog_reads.folder_paths(session, [stack])
-        return JSONResponse(stack_json(stack, paths.get(stack.folder_id or "")))
+        roles = await folder_grants.viewer_roles(session, org.id, actor.user_id, [stack], paths)
+        return JSONResponse(stack_json(stack, paths.get(stack.folder_id or ""), roles.get(stack.id)))
 
 
 @endpoint

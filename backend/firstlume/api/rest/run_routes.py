@@ -10,6 +10,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
+from firstlume.api.rest.guard import stack_need_of
 from firstlume.api.rest.http import bool_param, context_of, endpoint, int_param, json_body, query_values
 from firstlume.api.rest.org_routes import org_read, org_request, stack_request
 from firstlume.api.rest.serializers import changes_document, run_json
@@ -17,6 +18,8 @@ from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest, NotFound
 from firstlume.domain.runs import ACTIVE, FINISHED, RunStatus, RunType, TriggerKind
 from firstlume.services import catalog, runs
+from firstlume.services.access import folder_grants
+from firstlume.services.access.roles import Role
 from firstlume.services.commands import ApproveRun, CancelRun, Command, DiscardRun, StartRun
 from firstlume.services.context import Actor, Unit
 from firstlume.services.logs import follow_log, stream_log
@@ -144,6 +147,11 @@ async def _act_on_run(
     """A decision on a run (approve, discard, cancel)."""
     body = await json_body(request)
     async with org_request(request) as (unit, actor, org):
+        needed = stack_need_of(request)
+        if needed is not None and not Role(actor.role or "reader").allows(needed):
+            await folder_grants.require_on_run(
+                unit.session, org.id, actor.user_id, request.path_params["run"], needed
+            )
         return await action(unit, actor, org, request.path_params["run"], command(model, body))
 
 

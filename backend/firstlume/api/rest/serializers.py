@@ -20,8 +20,8 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def stack_json(stack: StackRecord, folder_path: str | None) -> dict[str, Any]:
-    return {
+def stack_json(stack: StackRecord, folder_path: str | None, viewer_role: str | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = {
         "id": stack.id,
         "slug": stack.slug,
         "name": stack.name,
@@ -33,10 +33,19 @@ def stack_json(stack: StackRecord, folder_path: str | None) -> dict[str, Any]:
         "git_auth": stack.git_auth,
         "created_at": iso(stack.created_at),
     }
+    if viewer_role is not None:
+        # The caller's effective role on the stack: their organization role raised by folder grants.
+        answer["viewer_role"] = viewer_role
+    return answer
 
 
-def stacks_json(stacks: Iterable[StackRecord], folder_paths: dict[str, str]) -> list[dict[str, Any]]:
-    return [stack_json(s, folder_paths.get(s.folder_id) if s.folder_id else None) for s in stacks]
+def stacks_json(
+    stacks: Iterable[StackRecord], folder_paths: dict[str, str], viewer_roles: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    roles = viewer_roles or {}
+    return [
+        stack_json(s, folder_paths.get(s.folder_id) if s.folder_id else None, roles.get(s.id)) for s in stacks
+    ]
 
 
 def folder_json(folder: FolderRecord) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from firstlume.domain.errors import Conflict, FirstlumeError, Forbidden
 from firstlume.domain.inheritance import Resolved
 from firstlume.domain.policies import PolicyCheck, approval_rules
 from firstlume.domain.runs import RunStatus, TriggerKind
+from firstlume.services.access.folder_grants import raised_on_stack
 from firstlume.services.access.roles import Role
 from firstlume.services.reads.runs import RunRecord
 
@@ -133,6 +134,7 @@ async def viewer_verdicts(
         no = Verdict(False, "the run is not awaiting approval", "invalid_status")
         return no, no
     role, groups = await membership_of(session, run.org_id, user_id)
+    role = await raised_on_stack(session, run.org_id, user_id, run.stack_id, role)
     return (
         verdict(run, email, user_id, role, groups, approving=True),
         verdict(run, email, user_id, role, groups, approving=False),
@@ -146,6 +148,7 @@ async def require_approver(
     if run.status != RunStatus.AWAITING_APPROVAL:
         return  # the status refusal says more
     role, groups = await membership_of(session, run.org_id, user_id)
+    role = await raised_on_stack(session, run.org_id, user_id, run.stack_id, role)
     decided = verdict(run, email, user_id, role, groups, approving=approving)
     if decided.allowed:
         return

@@ -62,3 +62,29 @@ class CreateToken(Command):
 
     def lifetime(self) -> timedelta | None:
         return parse_duration(self.expires_in) if self.expires_in else None
+
+
+class SsoGroup(Command):
+    """What one IdP group gives in an organization."""
+
+    noun = "an IdP group's mapping"
+    role: Annotated[Role, LAX]
+    groups: Annotated[
+        list[Annotated[str, Field(max_length=100)]],
+        Field(max_length=100),
+        AfterValidator(_groups),
+        Expect('a list of group names such as ["sre"]'),
+    ] = []  # noqa: RUF012 (pydantic copies defaults)
+
+
+class PutSso(Command):
+    """An organization's whole mapping of the identity provider's groups (it replaces the last)."""
+
+    noun = "the single sign-on mapping"
+    groups: Annotated[
+        dict[Annotated[str, Field(min_length=1, max_length=200)], SsoGroup],
+        Field(max_length=500),
+        Expect('an object such as {"platform-sre": {"role": "operator", "groups": ["sre"]}}'),
+    ]
+    # Who signs in with groups that map to nothing: a member with this role, or (null) no member.
+    default_role: Annotated[Role, LAX] | None = None

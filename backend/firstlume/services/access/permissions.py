@@ -97,6 +97,17 @@ REST: dict[str, Need] = {
     "tokens.list": R,  # the caller's own tokens
     "tokens.create": R,
     "tokens.revoke": R,
+    # single sign-on: the way in is open (the provider vouches for the person); the session's
+    # CSRF token needs the session; sign-out ends the browser's session (CSRF-checked as a write)
+    "sso.config": Open.PUBLIC,
+    "sso.login": Open.PUBLIC,
+    "sso.callback": Open.PUBLIC,
+    "sso.logout": Open.PUBLIC,
+    "session.get": Open.SIGNED_IN,
+    "sso.get": A,
+    "sso.put": A,
+    "folder_grants.get": A,
+    "folder_grants.put": A,
     # Git-driven runs: the webhook authenticates by the host's signature (api/rest/git_routes.py)
     "git.webhook": Open.PUBLIC,
     "git.rotate_secret": A,
@@ -130,6 +141,15 @@ REST: dict[str, Need] = {
     "policies.get": R,
     **{f"policies.{name}": A for name in ("create", "update", "delete", "test")},
 }
+
+# Actions on one stack whose role is the caller's effective role on that stack: the organization
+# role raised by the grants of the stack's folder and the folders above it (folder_grants.py).
+# The organization-level check of these asks only for membership; the stack's check follows
+# once the stack (or the run's stack) is known.
+STACK_SCOPED_REST = frozenset({"start_run", "approve", "discard", "cancel"})
+STACK_SCOPED_GRAPHQL = frozenset(
+    {"Mutation.startRun", "Mutation.approveRun", "Mutation.discardRun", "Mutation.cancelRun"}
+)
 
 # What an UNLOCK without a body (terraform force-unlock) needs.
 FORCE_UNLOCK: Need = A
@@ -181,6 +201,11 @@ GRAPHQL: dict[str, Need] = {
     "Organization.notifications": A,
     "Organization.audit": A,
     "Organization.deletedStacks": A,
+    # Single sign-on's mapping and the folders' grants: the admins'.
+    "Organization.sso": A,
+    "Organization.folderGrants": A,
+    "Mutation.updateSso": A,
+    "Mutation.setFolderGrants": A,
 }
 
 ROOT_TYPES = ("Query", "Mutation", "Subscription")

@@ -65,7 +65,7 @@ async def list_tokens(
     rows = await column_rows(
         session,
         select(*_COLUMNS)
-        .where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None))
+        .where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None), ApiToken.kind == "api")
         .order_by(ApiToken.created_at.desc(), ApiToken.id),
     )
     return [TokenRecord(*row) for row in rows]

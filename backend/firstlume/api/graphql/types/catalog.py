@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime, timedelta
@@ -11,11 +12,12 @@ import strawberry
 from strawberry import Private
 from strawberry.types import Info
 
-from firstlume.api.graphql.access import Member, Token, members_of, role_of, tokens_of
+from firstlume.api.graphql.access import Member, Token, callers_grants, members_of, role_of, tokens_of
 from firstlume.api.graphql.enums import GitAuth, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.selections import selects
+from firstlume.api.graphql.sso import FolderGrants, SsoMapping, grants_of, sso_of
 from firstlume.api.graphql.types import drift as drift_types
 from firstlume.api.graphql.types.audit import AuditConnection, audit_of
 from firstlume.api.graphql.types.dependencies import (
@@ -36,6 +38,7 @@ from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
+from firstlume.services.access import folder_grants
 from firstlume.services.context import Actor
 from firstlume.services.dependencies import config as dependency_config
 from firstlume.services.policies import store as policy_store
@@ -125,6 +128,18 @@ class Organization:
     @strawberry.field(description="The caller's role here: reader, operator or admin.")
     async def viewer_role(self, info: strawberry.Info) -> str | None:
         return await role_of(self.loaders.reads, self.row.id, info.context.require_actor())
+
+    @strawberry.field(
+        description="The mapping of the identity provider's groups, applied at each sign-in (admins)."
+    )
+    async def sso(self) -> SsoMapping:
+        return await sso_of(self.loaders.reads, self.row)
+
+    @strawberry.field(
+        description="A folder's grants, and every grant that reaches it with its origin (admins)."
+    )
+    async def folder_grants(self, path: str) -> FolderGrants:
+        return await grants_of(self.loaders.reads, self.row, path)
 
     @strawberry.field(description="Every folder, by path.")
     async def folders(self) -> list[Folder]:
@@ -353,6 +368,22 @@ class Stack:
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
         self.git_auth = GitAuth(row.git_auth) if row.git_auth else None
         self.created_at = row.created_at
+
+    @strawberry.field(
+        description="The caller's effective role on this stack: their organization role, raised (never "
+        "lowered) by the grants of the stack's folder and the folders above it. The UI disables what it "
+        "does not allow."
+    )
+    async def viewer_role(self, info: strawberry.Info) -> str | None:
+        actor = info.context.require_actor()
+        org_id = self.row.org_id
+        caller = self.loaders.viewer_grants.get(org_id)
+        if caller is None:
+            caller = self.loaders.viewer_grants[org_id] = asyncio.ensure_future(
+                callers_grants(self.loaders.reads, org_id, actor)
+            )
+        folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
+        return folder_grants.role_on(await caller, folder.path if folder else None)
 
     @strawberry.field
     async def folder(self) -> Folder | None:

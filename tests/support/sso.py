@@ -1,0 +1,31 @@
+"""Signing in through a served control plane and the test's OIDC provider, as a browser does:
+Firstlume's "Sign in" → the provider's authorization page (the person chosen by `sub`) → back
+to Firstlume's callback, with the cookies a browser keeps."""
+
+from __future__ import annotations
+
+import httpx
+
+from firstlume.api.session_cookie import COOKIE
+
+
+async def to_provider(http: httpx.AsyncClient, provider_url: str, sub: str) -> str:
+    """Starts a sign-in and signs `sub` in at the provider: the callback URL it sends back."""
+    started = await http.get("/api/v1/sso/login")
+    assert started.status_code == 302, started.text
+    authorize = started.headers["location"]
+    assert authorize.startswith(provider_url), authorize
+    async with httpx.AsyncClient() as idp:
+        answered = await idp.post(authorize, data={"sub": sub})
+    assert answered.status_code == 302, answered.text
+    return answered.headers["location"]
+
+
+async def sign_in(http: httpx.AsyncClient, provider_url: str, sub: str) -> httpx.Response:
+    """The whole sign-in: the callback's response (302 with the session cookie when it worked)."""
+    callback = await to_provider(http, provider_url, sub)
+    return await http.get(callback)
+
+
+def session_of(http: httpx.AsyncClient) -> str | None:
+    return http.cookies.get(COOKIE)
