@@ -148,6 +148,8 @@ class Stack(Base):
         EnumText(StackTrigger, 10), default=StackTrigger.MANUAL, server_default=StackTrigger.MANUAL.value
     )
     git_seen_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # What a pull request against the branch starts: nothing ("off") or a proposed plan ("plan").
+    pull_requests: Mapped[str] = mapped_column(String(10), default="off", server_default="off")
     # Arrival counter: each new run takes the next number under the stack's row lock.
     run_counter: Mapped[int] = mapped_column(Integer, default=0)
     # A deleted stack is kept, with its runs, state versions and audit entries, for the retention
@@ -179,7 +181,10 @@ class Variable(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-LOCK_STATUSES_SQL = "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(HOLDS_LOCK)) + ")"
+# A proposed run (a pull request's plan) never takes the stack's lock: it is outside the index.
+LOCK_STATUSES_SQL = (
+    "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(HOLDS_LOCK)) + ") AND NOT proposed"
+)
 
 
 class Run(Base):
@@ -212,6 +217,12 @@ class Run(Base):
     trigger_delivery: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
     trigger_actor: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    # A pull request's plan: never applied, outside the stack's lock and queue, no state lock.
+    proposed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The pull request as it was when the run started: number, url, title, author, head_sha,
+    # base_branch (the trigger's `pull_request`); the pull_requests row it belongs to.
+    trigger_pull_request: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pull_request_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -6,7 +6,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, LargeBinary, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from firstlume.db.models import Base
@@ -57,3 +67,29 @@ class GitPollLease(Base):
     name: Mapped[str] = mapped_column(String(50), primary_key=True)
     next_at: Mapped[datetime] = mapped_column(UTCDateTime())
     holder: Mapped[str | None] = mapped_column(String(100), nullable=True)
+
+
+class PullRequest(Base):
+    """A pull (merge) request of a repository some stack follows, as its last webhook described
+    it; its proposed runs point here (runs.pull_request_id)."""
+
+    __tablename__ = "pull_requests"
+    __table_args__ = (
+        UniqueConstraint("org_id", "repository", "number"),
+        Index("ix_pull_requests_org_state", "org_id", "state", "updated_at"),
+    )
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    # The base repository's URL as the webhook named it first (normalized for matching).
+    repository: Mapped[str] = mapped_column(String(2000))
+    number: Mapped[int] = mapped_column(Integer)
+    url: Mapped[str] = mapped_column(String(2000))
+    title: Mapped[str] = mapped_column(String(1000))
+    author: Mapped[str] = mapped_column(String(400))
+    head_sha: Mapped[str] = mapped_column(String(64))
+    base_branch: Mapped[str] = mapped_column(String(255))
+    # "open" | "closed" | "merged"
+    state: Mapped[str] = mapped_column(String(10))
+    from_fork: Mapped[bool] = mapped_column(Boolean, default=False)
+    dialect: Mapped[str] = mapped_column(String(10))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -20,6 +20,13 @@ class StackTrigger(StrEnum):
         return {StackTrigger.PLAN: RunType.PLAN, StackTrigger.APPLY: RunType.APPLY}.get(self)
 
 
+class PullRequestMode(StrEnum):
+    """What a pull request against the stack's branch starts: nothing, or a proposed plan."""
+
+    OFF = "off"
+    PLAN = "plan"
+
+
 class Dialect(StrEnum):
     """The hosts whose push webhooks the organization's webhook URL understands."""
 

@@ -79,6 +79,8 @@ class TriggerKind(StrEnum):
     MANUAL = "manual"
     PUSH = "push"
     SCHEDULE = "schedule"
+    # A pull request's head: a proposed run (a plan that never applies).
+    PULL_REQUEST = "pull_request"
 
 
 class Phase(StrEnum):

@@ -346,7 +346,10 @@ class PhaseRunner:
             plan_file = self.work_dir / "plan.tfplan"
             try:
                 has_changes = await engine.plan(
-                    plan_file, var_file=var_file, destroy=spec.run_type == RunType.DESTROY
+                    plan_file,
+                    var_file=var_file,
+                    destroy=spec.run_type == RunType.DESTROY,
+                    lock=not spec.proposed,
                 )
             finally:
                 var_file.unlink(missing_ok=True)

@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from firstlume.domain.effects import Notification
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
 from firstlume.domain.runs import RunType
 
@@ -205,6 +205,8 @@ class CreateStack(Command):
     git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
     # What a new commit on the branch starts: manual (nothing), plan or apply.
     trigger: Annotated[StackTrigger, LAX] | None = None
+    # What a pull request against the branch starts: off (nothing) or plan (a proposed run).
+    pull_requests: Annotated[PullRequestMode, LAX] | None = None
 
 
 class UpdateStack(Command):
@@ -220,6 +222,7 @@ class UpdateStack(Command):
     branch: Annotated[NonBlank, Field(max_length=255)] | None = None
     path: RelativePath | None = None
     trigger: Annotated[StackTrigger, LAX] | None = None
+    pull_requests: Annotated[PullRequestMode, LAX] | None = None
     git_https_token: Annotated[NonBlank, Field(max_length=2000)] | None = None
     git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
 
@@ -227,7 +230,7 @@ class UpdateStack(Command):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"folder", "git_https_token", "git_ssh_key"})
     CREDENTIALS: ClassVar[tuple[str, ...]] = ("git_https_token", "git_ssh_key")
 
-    @field_validator("name", "repository", "branch", "path", "trigger")
+    @field_validator("name", "repository", "branch", "path", "trigger", "pull_requests")
     @classmethod
     def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
         # Runs only for fields given: a refusal here names its field (the 422's `field`).
@@ -240,7 +243,7 @@ class UpdateStack(Command):
         if not self.model_fields_set:
             raise refuse(
                 "Send at least one of slug, name, folder, repository, branch, path, trigger, "
-                "git_https_token, git_ssh_key."
+                "pull_requests, git_https_token, git_ssh_key."
             )
         for name in self.model_fields_set - self.NULLABLE:
             if getattr(self, name) is None:

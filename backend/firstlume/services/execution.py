@@ -171,6 +171,7 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             else None,
         ),
         commit_sha=commit_sha,
+        proposed=run.proposed,
         drift_base=base,
         variables=variables,
         log_offset=run.log_length,

@@ -17,7 +17,7 @@ from firstlume.api.graphql.errors import (
 from firstlume.api.graphql.mutations import Ctx, fresh, org_unit
 from firstlume.api.graphql.types import Stack
 from firstlume.api.validation import command
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.services import catalog
 from firstlume.services.commands import RotateWebhookSecret, UpdateStack
 from firstlume.services.git import deliveries as webhook
@@ -55,13 +55,18 @@ class UpdateStackInput:
         default=strawberry.UNSET,
         description="What a new commit on the branch that touches the stack starts: nothing (manual), a plan or an apply.",
     )
+    pull_requests: PullRequestMode | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="What a pull request against the branch that touches the stack starts: nothing (off) or a "
+        "proposed plan (plan).",
+    )
 
 
 @strawberry.type
 class GitMutation:
     @strawberry.mutation(
-        description="Changes a stack's slug (rename), name, folder (move), repository, branch, path, trigger "
-        "or Git credentials (rotate or remove)."
+        description="Changes a stack's slug (rename), name, folder (move), repository, branch, path, trigger, "
+        "pull_requests or Git credentials (rotate or remove)."
     )
     async def update_stack(
         self, info: Ctx, org: str, stack: str, input: UpdateStackInput

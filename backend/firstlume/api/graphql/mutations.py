@@ -33,7 +33,7 @@ from firstlume.api.graphql.types.drift import (
 from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.domain.runs import RunType
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts, catalog, inherited, runs
@@ -169,6 +169,9 @@ class CreateStackInput:
     git_ssh_key: str | None = strawberry.field(default=None, description="Write-only.")
     trigger: StackTrigger | None = strawberry.field(
         default=None, description="What a new commit on the branch starts; manual (nothing) by default."
+    )
+    pull_requests: PullRequestMode | None = strawberry.field(
+        default=None, description="What a pull request against the branch starts; off (nothing) by default."
     )
 
 

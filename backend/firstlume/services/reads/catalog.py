@@ -59,6 +59,7 @@ class StackRecord:
     # Which Git credential is stored ("https_token", "ssh_key"), never the credential; None: none.
     git_auth: str | None
     trigger: StackTrigger
+    pull_requests: str
     created_at: datetime
     require_approval: bool | None
     confirm_destructive: bool | None

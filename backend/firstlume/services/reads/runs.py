@@ -60,6 +60,9 @@ class RunRecord:
     trigger_delivery: str | None
     # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
     trigger_actor: str | None
+    proposed: bool
+    trigger_pull_request: dict[str, Any] | None
+    pull_request_id: str | None
     created_at: datetime
     created_by_id: str | None
     updated_at: datetime
@@ -389,7 +392,12 @@ _earlier = aliased(Run, name="earlier")
 # How many queued runs of the run's stack arrived no later than it.
 _AHEAD = (
     select(func.count())
-    .where(_earlier.stack_id == Run.stack_id, _earlier.status == QUEUED, _earlier.number <= Run.number)
+    .where(
+        _earlier.stack_id == Run.stack_id,
+        _earlier.status == QUEUED,
+        _earlier.number <= Run.number,
+        _earlier.proposed == Run.proposed,
+    )
     .correlate(Run)
     .scalar_subquery()
 )
@@ -411,7 +419,10 @@ async def queue_positions(session: AsyncSession, run_ids: Sequence[str]) -> list
 async def lock_holders(session: AsyncSession, stack_ids: Sequence[str]) -> list[RunRecord | None]:
     """The run holding each stack's lock, if any (the database allows one per stack)."""
     rows = await column_rows(
-        session, select(*RUN_COLUMNS).where(Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES))
+        session,
+        select(*RUN_COLUMNS).where(
+            Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES), ~Run.proposed
+        ),
     )
     found = {r.stack_id: r for r in _runs(rows)}
     return [found.get(i) for i in stack_ids]

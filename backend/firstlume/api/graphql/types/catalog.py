@@ -12,7 +12,7 @@ from strawberry import Private
 from strawberry.types import Info
 
 from firstlume.api.graphql.access import Member, Token, members_of, role_of, tokens_of
-from firstlume.api.graphql.enums import GitAuth, StackTrigger
+from firstlume.api.graphql.enums import GitAuth, PullRequestMode, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.selections import selects
@@ -323,11 +323,15 @@ class Stack:
     trigger: StackTrigger = filled(
         "What a new commit on the branch that touches the stack (its path or config.yaml's watch globs) starts."
     )
+    pull_requests: PullRequestMode = filled(
+        "What a pull request against the branch that touches the stack starts: nothing, or a proposed plan."
+    )
     created_at: datetime = filled()
 
     def __post_init__(self) -> None:
         row = self.row
         self.trigger = StackTrigger(row.trigger)
+        self.pull_requests = PullRequestMode(row.pull_requests)
         self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
         self.git_auth = GitAuth(row.git_auth) if row.git_auth else None
