@@ -38,6 +38,13 @@ class Dialect(StrEnum):
 ZERO_SHA = "0" * 40
 
 
+def head_ref(dialect: str, number: int) -> str:
+    """The ref a host keeps pull request `number`'s head at."""
+    if dialect == Dialect.GITLAB:
+        return f"refs/merge-requests/{number}/head"
+    return f"refs/pull/{number}/head"
+
+
 def short_sha(sha: str) -> str:
     return sha[:7]
 

@@ -520,7 +520,14 @@ class PhaseRunner:
         try:
             commit = await asyncio.wait_for(
                 asyncio.to_thread(
-                    checkout, spec.stack.repository, dest, branch=branch, sha=sha, auth=auth, timeout=timeout
+                    checkout,
+                    spec.stack.repository,
+                    dest,
+                    branch=branch,
+                    sha=sha,
+                    auth=auth,
+                    timeout=timeout,
+                    commit_ref=spec.commit_ref if sha == spec.commit_sha else None,
                 ),
                 limit,
             )

@@ -23,11 +23,13 @@ from firstlume.db.models import (
     Run,
     Stack,
 )
+from firstlume.db.models_git import PullRequest
 from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound, Unauthenticated
+from firstlume.domain.git import head_ref
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
     Phase,
@@ -118,6 +120,14 @@ async def authenticate_phase(
     return run, row
 
 
+async def pull_request_head_ref(session: AsyncSession, pull_request_id: str | None) -> str | None:
+    """Where the host keeps a proposed run's pull request head."""
+    if pull_request_id is None:
+        return None
+    pull = await session.get(PullRequest, pull_request_id)
+    return head_ref(pull.dialect, pull.number) if pull is not None else None
+
+
 async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: PhaseToken) -> PhaseSpec:
     stack = await session.get(Stack, run.stack_id)
     assert stack is not None
@@ -172,6 +182,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         ),
         commit_sha=commit_sha,
         proposed=run.proposed,
+        commit_ref=await pull_request_head_ref(session, run.pull_request_id)
+        if token.phase == Phase.PLAN
+        else None,
         drift_base=base,
         variables=variables,
         log_offset=run.log_length,

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from firstlume.domain.errors import InvalidPayload, WebhookNotJson
-from firstlume.domain.git import Dialect
+from firstlume.domain.git import Dialect, head_ref
 from firstlume.services.git.webhooks import SHA, Hook, repository_urls
 
 MAX_TEXT = 1000
@@ -160,7 +160,7 @@ def _github_like(dialect: Dialect, payload: dict[str, Any]) -> PullRequestEvent:
         title=_text(pull.get("title"), "pull_request.title", required=False),
         author=_text(user.get("login"), "pull_request.user.login", required=False)[:400],
         head_sha=_sha(head.get("sha"), "pull_request.head.sha"),
-        head_ref=f"refs/pull/{number}/head",
+        head_ref=head_ref(dialect.value, number),
         base_branch=_branch(base.get("ref"), "pull_request.base.ref"),
         repository_urls=urls,
         from_fork=from_fork,
@@ -185,7 +185,7 @@ def _gitlab(payload: dict[str, Any]) -> PullRequestEvent:
         title=_text(attributes.get("title"), "object_attributes.title", required=False),
         author=_text(user.get("username"), "user.username", required=False)[:400],
         head_sha=_sha(last_commit.get("id"), "object_attributes.last_commit.id"),
-        head_ref=f"refs/merge-requests/{number}/head",
+        head_ref=head_ref(Dialect.GITLAB.value, number),
         base_branch=_branch(attributes.get("target_branch"), "object_attributes.target_branch"),
         repository_urls=urls,
         from_fork=source is not None and target is not None and source != target,
