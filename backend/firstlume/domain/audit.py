@@ -44,6 +44,7 @@ class AuditAction(StrEnum):
     MEMBER_REMOVE = "member.remove"
 
     WEBHOOK_SECRET_ROTATE = "git.webhook_secret.rotate"
+    GIT_HOST_PUT = "git.host.put"
 
     NOTIFICATION_CREATE = "notification.create"
     NOTIFICATION_UPDATE = "notification.update"

@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 from firstlume.domain.effects import Notification
 from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
+from firstlume.domain.pull_requests import HostKind
 from firstlume.domain.runs import RunType
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -103,6 +104,19 @@ def _repository(value: str, info: ValidationInfo) -> str:
             "or password as 'git_https_token', which is stored sealed and never shown."
         )
     return value
+
+
+def _api_url(value: str, info: ValidationInfo) -> str:
+    """An http(s) URL without credentials: the token is its own field, stored sealed."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise refuse(f"'{info.field_name}' must be the host's REST API URL, such as https://api.github.com.")
+    if parts.password is not None or parts.username is not None:
+        raise refuse(f"'{info.field_name}' must not hold credentials: give the token as 'token'.")
+    return value.strip()
 
 
 def _variable_name(value: str, info: ValidationInfo) -> str:
@@ -267,6 +281,15 @@ class MoveFolder(Command):
 
 class RotateWebhookSecret(Command):
     noun = "rotating the webhook secret"
+
+
+class PutGitHost(Command):
+    """Where a Git host's REST API is, and the token Firstlume sends statuses and comments with."""
+
+    noun = "a Git host"
+    kind: Annotated[HostKind, LAX]
+    api_url: Annotated[NonBlank, Field(max_length=2000), AfterValidator(_api_url)]
+    token: Annotated[NonBlank, Field(max_length=2000)]
 
 
 class CreateFolder(Command):

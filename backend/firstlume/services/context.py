@@ -36,6 +36,8 @@ class Unit:
     queue_positions: dict[str, int] = field(default_factory=dict)
     # Whether it wrote notification deliveries, which a sender then posts.
     wrote_notifications: bool = False
+    # Whether it wrote Git host feedback (commit statuses, PR comments), which a sender then posts.
+    wrote_git_feedback: bool = False
     # Whether it recorded an event for the schedulers (a run became startable or ended), and
     # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
@@ -71,6 +73,8 @@ class Context:
     relay: Kickable | None = None
     # This process's notification sender (services/notifications/sender.py), when it has one.
     notifier: Notifier | None = None
+    # This process's Git feedback sender (services/git/feedback.py), when it has one.
+    git_feedback: Kickable | None = None
     # This process's scheduler, when it runs one.
     scheduler: SchedulerPort | None = None
     # The storage failures this process met, for /readyz: one watch for every context the app
@@ -106,6 +110,8 @@ class Context:
                 self.scheduler.launch_claimed(unit.launches)
         if unit.wrote_notifications and self.notifier is not None:
             self.notifier.kick()
+        if unit.wrote_git_feedback and self.git_feedback is not None:
+            self.git_feedback.kick()
         if unit._events:
             # All in one round trip on PostgreSQL: the request's answer waits for them (a phase's
             # result publishes its log, its resources and its run).

@@ -21,6 +21,7 @@ from firstlume.protocol.events import ResourcesChanged, RunStatusChanged
 from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services import outbox
 from firstlume.services.context import Unit
+from firstlume.services.git import feedback as git_feedback
 from firstlume.services.notifications.enqueue import enqueue as enqueue_notification
 from firstlume.services.steps import set_step
 
@@ -115,6 +116,9 @@ async def change_status(
     await outbox.record(unit, event, channels, notification=effects.notification)
     if effects.notification is not None:
         await enqueue_notification(unit, run, effects.notification)
+    if run.proposed and (target in FINISHED or current is None):
+        # A pull request's run: its commit status (and the PR's comment) follow it.
+        await git_feedback.report(unit, run, target)
     return run
 
 

@@ -22,6 +22,7 @@ from firstlume.api.graphql.types.drift import DriftCheck, NotificationDestinatio
 from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
+from firstlume.api.graphql.types.pull_requests import GitHost, PullRequest
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
@@ -30,8 +31,10 @@ from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts
 from firstlume.services.context import Actor
+from firstlume.services.git import hosts
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
+from firstlume.services.reads import pull_requests as pull_request_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads.catalog import DeletedStackRecord, FolderRecord, OrganizationRecord, StackRecord
 from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord
@@ -147,6 +150,24 @@ class Organization:
         async with self.loaders.reads.session() as session:
             rows = await git_reads.deliveries(session, self.row.id, first)
         return [GitDelivery.of(row) for row in rows]
+
+    @strawberry.field(
+        description="The pull requests seen, newest first (at most 100), each with its proposed runs; "
+        "`state` open or closed (closed or merged), `stack` those with a run of that stack. As GET "
+        "$O/pull-requests."
+    )
+    async def pull_requests(self, state: str | None = None, stack: str | None = None) -> list[PullRequest]:
+        if state is not None and state not in ("open", "closed"):
+            raise InvalidRequest("'state' must be open or closed.", field="state")
+        async with self.loaders.reads.session() as session:
+            rows = await pull_request_reads.pull_requests(session, self.row.id, state=state, stack_slug=stack)
+        return [PullRequest.of(row) for row in rows]
+
+    @strawberry.field(description="The Git hosts that receive statuses and comments (never their tokens).")
+    async def git_hosts(self) -> list[GitHost]:
+        async with self.loaders.reads.session() as session:
+            rows = await hosts.list_hosts(session, self.row.id)
+        return [GitHost.of(row) for row in rows]
 
     @strawberry.field(
         description="When the webhook secret was last set; null without one. The secret is write-only."

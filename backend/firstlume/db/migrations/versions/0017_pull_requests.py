@@ -53,6 +53,7 @@ def upgrade() -> None:
         sa.Column("from_fork", sa.Boolean(), nullable=False),
         sa.Column("dialect", sa.String(10), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("comment_id", sa.String(100), nullable=True),
         sa.ForeignKeyConstraint(
             ["org_id"], ["organizations.id"], name="fk_pull_requests_org_id_organizations", ondelete="CASCADE"
         ),
@@ -62,9 +63,54 @@ def upgrade() -> None:
         ),
     )
     op.create_index("ix_pull_requests_org_state", "pull_requests", ["org_id", "state", "updated_at"])
+    op.create_table(
+        "git_hosts",
+        sa.Column("org_id", sa.String(32), nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("kind", sa.String(10), nullable=False),
+        sa.Column("api_url", sa.String(2000), nullable=False),
+        sa.Column("token_sealed", sa.LargeBinary(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["org_id"], ["organizations.id"], name="fk_git_hosts_org_id_organizations", ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("org_id", "host", name="pk_git_hosts"),
+    )
+    op.create_table(
+        "git_feedback",
+        sa.Column(
+            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
+        ),
+        sa.Column("org_id", sa.String(32), nullable=False),
+        sa.Column("pull_request_id", sa.String(32), nullable=False),
+        sa.Column("kind", sa.String(10), nullable=False),
+        sa.Column("run_id", sa.String(32), nullable=True),
+        sa.Column("payload", sa.JSON(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("leased_until", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("given_up_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("attempts_log", sa.JSON(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["org_id"], ["organizations.id"], name="fk_git_feedback_org_id_organizations", ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["pull_request_id"],
+            ["pull_requests.id"],
+            name="fk_git_feedback_pull_request_id_pull_requests",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_git_feedback"),
+    )
+    op.create_index("ix_git_feedback_due", "git_feedback", ["delivered_at", "given_up_at", "next_attempt_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_git_feedback_due", table_name="git_feedback")
+    op.drop_table("git_feedback")
+    op.drop_table("git_hosts")
     op.drop_index("ix_pull_requests_org_state", table_name="pull_requests")
     op.drop_table("pull_requests")
     with op.batch_alter_table("runs") as batch:
