@@ -334,3 +334,18 @@ async def test_the_pull_requests_list_shows_each_pr_with_its_runs(prs: PullReque
     assert await listed("?stack=nothing") == []
     bad = await prs.client.get(f"{prs.o}/pull-requests?state=merged-ish", headers=prs.tenant.headers)
     assert bad.status_code == 422
+
+
+async def test_a_fork_pr_with_the_default_setting_gets_a_status_saying_why(prs: PullRequests) -> None:
+    await prs.setup()
+    with GitHostApi("github", HOST_TOKEN).running() as host:
+        await configure(prs, "github", host.api_url)
+        head = prs.commit({"infra/main.tf": MAIN_TF + "# fork\n"}, "github")
+
+        response = await prs.deliver("github", "open", head, fork=True)
+
+        assert response.json()["runs"] == []
+        [status] = await until(lambda: status_calls(host), 10, "the status")
+        assert status.path.endswith(f"/statuses/{head}") and status.body["state"] == "error"
+        assert status.body["context"] == "firstlume/net" and "forks" in status.body["description"]
+        assert comment_creations(host) == []

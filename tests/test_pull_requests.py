@@ -317,3 +317,66 @@ async def test_a_pr_of_an_unknown_repository_starts_nothing_and_says_so(prs: Pul
 
     assert response.status_code == 200
     assert response.json()["runs"] == [] and "no stack plans pull requests" in response.json()["reason"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "sensitive_given"), [("plan_without_secrets", False), ("plan", True)], ids=["without", "with"]
+)
+async def test_a_fork_pr_plans_as_pull_requests_from_forks_says(
+    prs: PullRequests, ctx: Context, policy: str, sensitive_given: bool
+) -> None:
+    await prs.setup()
+    h = prs.tenant.headers
+    for name, body in (
+        ("region", {"value": "eu"}),
+        ("db_password", {"value": "s3cr3t-fork", "sensitive": True}),
+    ):
+        response = await prs.client.put(f"{prs.o}/stacks/net/variables/{name}", json=body, headers=h)
+        assert response.status_code == 200, response.text
+    response = await prs.client.patch(
+        f"{prs.o}/settings", json={"pull_requests_from_forks": policy}, headers=h
+    )
+    assert response.status_code == 200, response.text
+    head = prs.commit({"infra/main.tf": MAIN_TF + "# fork\n"}, "github")
+
+    [run_id] = (await prs.deliver("github", "open", head, fork=True)).json()["runs"]
+    [launch] = await dispatch.claim_plans(ctx)
+    spec = await prs.client.get("/api/v1/executor/spec", headers={"Authorization": f"Bearer {launch.token}"})
+
+    assert launch.run_id == run_id and spec.status_code == 200, spec.text
+    names = {v["name"] for v in spec.json()["variables"]}
+    assert ("db_password" in names) is sensitive_given and "region" in names
+    assert spec.json()["proposed"] is True and spec.json()["commit_ref"] == "refs/pull/7/head"
+    settings = (await prs.client.get(f"{prs.o}/stacks/net/settings", headers=h)).json()
+    assert "pull_requests_from_forks" in json.dumps(settings)
+
+
+async def test_pull_requests_from_forks_refuses_an_unknown_value(prs: PullRequests) -> None:
+    response = await prs.client.patch(
+        f"{prs.o}/settings", json={"pull_requests_from_forks": "yes"}, headers=prs.tenant.headers
+    )
+    assert response.status_code == 422
+
+
+async def test_a_proposed_run_does_not_wait_for_a_persons_state_lock(prs: PullRequests, ctx: Context) -> None:
+    await prs.setup()
+    lock = json.dumps(
+        {"ID": "desk-1", "Operation": "OperationTypeApply", "Who": "ada@desk", "Version": "1.11.0"}
+    )
+    locked = await prs.client.request(
+        "LOCK", f"{prs.o}/stacks/net/state/lock", content=lock, headers=prs.tenant.headers
+    )
+    assert locked.status_code == 200, locked.text
+    tracked = (
+        await prs.client.post(f"{prs.o}/stacks/net/runs", json={"type": "plan"}, headers=prs.tenant.headers)
+    ).json()
+    head = prs.commit({"infra/main.tf": MAIN_TF + "# v2\n"}, "github")
+    [proposed] = (await prs.deliver("github", "open", head)).json()["runs"]
+
+    waiting = (await prs.client.get(f"{prs.o}/runs/{proposed}", headers=prs.tenant.headers)).json()
+    [launch] = await dispatch.claim_plans(ctx)
+
+    assert waiting["waiting_for"] is None
+    assert launch.run_id == proposed  # the tracked plan waits for the person's lock
+    statuses = {r["id"]: r["status"] for r in await prs.runs()}
+    assert statuses == {tracked["id"]: "queued", proposed: "planning"}

@@ -68,6 +68,7 @@ class Organization(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
 
 
 class User(Base):
@@ -116,6 +117,7 @@ class Folder(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
 
 
 class Stack(Base):
@@ -142,6 +144,7 @@ class Stack(Base):
     drift_schedule: Mapped[str | None] = mapped_column(String(200), nullable=True)
     approvers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
     # What a new commit on the branch starts (domain/git.py), and the last head seen: only
     # commits after it start runs; moving it is a compare-and-set, so replicas start one run.
     trigger: Mapped[StackTrigger] = mapped_column(

@@ -27,6 +27,15 @@ class PullRequestMode(StrEnum):
     PLAN = "plan"
 
 
+class ForkPolicy(StrEnum):
+    """The inherited setting `pull_requests_from_forks`: what a pull request from a fork (code
+    from anyone) may run. Off by default."""
+
+    OFF = "off"
+    PLAN_WITHOUT_SECRETS = "plan_without_secrets"
+    PLAN = "plan"
+
+
 class Dialect(StrEnum):
     """The hosts whose push webhooks the organization's webhook URL understands."""
 

@@ -19,6 +19,9 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "drift_schedule": None,
     "approvers": None,
     "forbid_self_approval": False,
+    # Whether a pull request from a fork runs a proposed plan: "off", "plan_without_secrets"
+    # (without the sensitive variables) or "plan". Its code is untrusted.
+    "pull_requests_from_forks": "off",
 }
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
 

@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from firstlume.domain.effects import Notification
-from firstlume.domain.git import PullRequestMode, StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
 from firstlume.domain.pull_requests import HostKind
 from firstlume.domain.runs import RunType
@@ -307,6 +307,7 @@ class PatchSettings(Command):
     drift_schedule: CronSchedule | None = None
     approvers: Principals | None = None
     forbid_self_approval: bool | None = None
+    pull_requests_from_forks: Annotated[ForkPolicy, LAX] | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Self:

@@ -29,7 +29,7 @@ from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound, Unauthenticated
-from firstlume.domain.git import head_ref
+from firstlume.domain.git import ForkPolicy, head_ref
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
     Phase,
@@ -120,6 +120,18 @@ async def authenticate_phase(
     return run, row
 
 
+async def sensitive_allowed(session: AsyncSession, run: Run, stack: Stack) -> bool:
+    """Whether the run gets the sensitive variables: all runs but a fork's proposed run, unless
+    `pull_requests_from_forks` is "plan"."""
+    if run.pull_request_id is None:
+        return True
+    pull = await session.get(PullRequest, run.pull_request_id)
+    if pull is None or not pull.from_fork:
+        return True
+    policy = (await effective_settings(session, stack))["pull_requests_from_forks"].value
+    return bool(policy == ForkPolicy.PLAN)
+
+
 async def pull_request_head_ref(session: AsyncSession, pull_request_id: str | None) -> str | None:
     """Where the host keeps a proposed run's pull request head."""
     if pull_request_id is None:
@@ -146,6 +158,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
+        if not await sensitive_allowed(session, run, stack):
+            # A fork's pull request is anyone's code: no secrets unless the setting says so.
+            variables = [v for v in variables if not v.sensitive]
         # A push run plans its pushed commit, a drift run what was last applied (NoDriftBase
         # when nothing was); any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit

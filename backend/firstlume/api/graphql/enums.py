@@ -8,7 +8,7 @@ from enum import Enum
 import strawberry
 
 from firstlume.domain.drift import DeliveryStatus, DriftStatus
-from firstlume.domain.git import PullRequestMode, StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import VariableKind
 from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
 
@@ -24,6 +24,11 @@ strawberry.enum(
     PullRequestMode,
     description="What a pull request against a stack's branch that touches the stack starts: nothing "
     "(off) or a proposed plan (plan).",
+)
+strawberry.enum(
+    ForkPolicy,
+    description="What a pull request from a fork (untrusted code) may run: nothing, a plan without the "
+    "sensitive variables, or a plan.",
 )
 strawberry.enum(
     DriftStatus,
@@ -57,6 +62,7 @@ class GitAuth(Enum):
 __all__ = [
     "DeliveryStatus",
     "DriftStatus",
+    "ForkPolicy",
     "PullRequestMode",
     "ResourceState",
     "RunStatus",

@@ -33,7 +33,7 @@ from firstlume.api.graphql.types.drift import (
 from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.git import PullRequestMode, StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.runs import RunType
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts, catalog, inherited, runs
@@ -188,6 +188,10 @@ class SettingsInput:
         default=strawberry.UNSET, description='"user:<email>" and "group:<name>" entries.'
     )
     forbid_self_approval: bool | None = strawberry.UNSET
+    pull_requests_from_forks: ForkPolicy | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="What a pull request from a fork runs: OFF (nothing), PLAN_WITHOUT_SECRETS, PLAN.",
+    )
 
 
 @asynccontextmanager

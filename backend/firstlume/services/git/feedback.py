@@ -29,6 +29,7 @@ from firstlume.db.models import Organization, ResourceChange, Run, Stack
 from firstlume.db.models_git import GitFeedback, PullRequest
 from firstlume.db.types import utcnow
 from firstlume.domain.pull_requests import (
+    MAX_DESCRIPTION,
     CommitState,
     StackRow,
     commit_state,
@@ -116,6 +117,36 @@ async def report(unit: Unit, run: Run, status: RunStatus) -> None:
                 attempts_log=[],
             )
         )
+    unit.wrote_git_feedback = True
+
+
+async def report_not_planned(unit: Unit, pull: PullRequest, stack_slug: str, description: str) -> None:
+    """A status saying why a stack did not plan the pull request's head (a fork, by default)."""
+    session = unit.session
+    if not await has_host(session, pull.org_id, pull.repository):
+        return
+    org = await session.get(Organization, pull.org_id)
+    assert org is not None
+    now = utcnow()
+    session.add(
+        GitFeedback(
+            org_id=pull.org_id,
+            pull_request_id=pull.id,
+            kind="status",
+            run_id=None,
+            payload={
+                "sha": pull.head_sha,
+                "state": CommitState.ERROR.value,
+                "context": status_context(stack_slug),
+                "description": description[:MAX_DESCRIPTION],
+                "target_url": f"/orgs/{org.slug}/stacks/{stack_slug}",
+            },
+            created_at=now,
+            next_attempt_at=now,
+            attempts=0,
+            attempts_log=[],
+        )
+    )
     unit.wrote_git_feedback = True
 
 

@@ -17,21 +17,24 @@ from sqlalchemy.exc import IntegrityError
 from firstlume.db.models import Run, Stack, new_id
 from firstlume.db.models_git import GitDelivery, PullRequest
 from firstlume.db.types import utcnow
-from firstlume.domain.git import PullRequestMode, short_sha, touches_stack
+from firstlume.domain.git import ForkPolicy, PullRequestMode, short_sha, touches_stack
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.protocol.events import GitDeliveryLogged
 from firstlume.pubsub import org_git_channel
 from firstlume.services.commands import StartRun
 from firstlume.services.context import Context, Unit
+from firstlume.services.git import feedback as git_feedback
 from firstlume.services.git.polling import cache_of
 from firstlume.services.git.pr_webhooks import PullRequestAction, PullRequestEvent
 from firstlume.services.git.pushes import StackView, follows, prune_deliveries, view_of, watch_globs
 from firstlume.services.git.remote import ProposedChange, RemoteError, fetch_pull_request
 from firstlume.services.git.webhooks import Hook
+from firstlume.services.inherited import effective_settings
 from firstlume.services.reads.catalog import OrganizationRecord
 from firstlume.services.runs import Trigger, start_run
 from firstlume.services.transitions import change_status
 
+FORKS_OFF_STATUS = "Not planned: pull requests from forks are off (pull_requests_from_forks)"
 FORKS_OFF = (
     "the pull request comes from a fork, and pull requests from forks are not planned "
     "(pull_requests_from_forks is off): its code would run with the stack's variables"
@@ -47,26 +50,33 @@ class _Plan:
     stack: StackView
     change: ProposedChange | None
     reason: str
+    forks_off: bool = False
 
 
-async def proposing_stacks(ctx: Context, org_id: str, event: PullRequestEvent) -> list[StackView]:
-    """The stacks that plan this pull request: `pull_requests: plan`, following its base
-    repository and branch."""
+async def proposing_stacks(
+    ctx: Context, org_id: str, event: PullRequestEvent
+) -> tuple[list[StackView], dict[str, ForkPolicy]]:
+    """The stacks that plan this pull request (`pull_requests: plan`, following its base
+    repository and branch), and each one's `pull_requests_from_forks` setting."""
     async with ctx.db.read() as session:
-        stacks = await session.scalars(
-            select(Stack)
-            .where(
-                Stack.org_id == org_id,
-                Stack.deleted_at.is_(None),
-                Stack.pull_requests == PullRequestMode.PLAN.value,
+        stacks = [
+            stack
+            for stack in await session.scalars(
+                select(Stack)
+                .where(
+                    Stack.org_id == org_id,
+                    Stack.deleted_at.is_(None),
+                    Stack.pull_requests == PullRequestMode.PLAN.value,
+                )
+                .order_by(Stack.slug)
             )
-            .order_by(Stack.slug)
-        )
-        return [
-            view_of(ctx, stack)
-            for stack in stacks
             if follows(stack, event.repository_urls, event.base_branch)
         ]
+        policies = {
+            stack.id: ForkPolicy((await effective_settings(session, stack))["pull_requests_from_forks"].value)
+            for stack in stacks
+        }
+        return [view_of(ctx, stack) for stack in stacks], policies
 
 
 async def handle_pull_request(
@@ -74,12 +84,12 @@ async def handle_pull_request(
 ) -> dict[str, Any]:
     """Starts or cancels the proposed runs `event` calls for; logs the delivery with its result.
     Raises Duplicate for a delivery id seen before."""
-    stacks = await proposing_stacks(ctx, org.id, event)
+    stacks, policies = await proposing_stacks(ctx, org.id, event)
     answer: dict[str, Any] = {"runs": [], "ignored": []}
     plans: list[_Plan] = []
     if event.action is PullRequestAction.HEAD:
         for stack in stacks:
-            plans.append(await _decide(ctx, event, stack))
+            plans.append(await _decide(ctx, event, stack, policies[stack.id]))
     async with ctx.unit() as unit:
         row = await _claim(unit, org.id, hook, event)
         pull = await _pull_request_row(unit, org.id, hook, event)
@@ -87,6 +97,8 @@ async def handle_pull_request(
             for plan in plans:
                 if plan.change is None:
                     answer["ignored"].append({"stack": plan.stack.slug, "reason": plan.reason})
+                    if plan.forks_off:
+                        await git_feedback.report_not_planned(unit, pull, plan.stack.slug, FORKS_OFF_STATUS)
                     continue
                 run_id = await _propose(unit, hook, event, pull, plan)
                 if run_id is None:
@@ -110,9 +122,9 @@ async def handle_pull_request(
     return answer
 
 
-async def _decide(ctx: Context, event: PullRequestEvent, stack: StackView) -> _Plan:
-    if event.from_fork:
-        return _Plan(stack, None, FORKS_OFF)
+async def _decide(ctx: Context, event: PullRequestEvent, stack: StackView, forks: ForkPolicy) -> _Plan:
+    if event.from_fork and forks is ForkPolicy.OFF:
+        return _Plan(stack, None, FORKS_OFF, forks_off=True)
     try:
         change = await asyncio.to_thread(
             fetch_pull_request,

@@ -29,6 +29,7 @@ class OrganizationRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class FolderRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class StackRecord:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, Table, bindparam, case, exists, func, select
+from sqlalchemy import Select, Table, and_, bindparam, case, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -182,7 +182,8 @@ def summary_of(run: RunRecord) -> Summary:
 
 async def _waiting_reasons(session: AsyncSession, runs: Sequence[RunRecord]) -> dict[str, str]:
     """For each run that waits for a person's state lock (runs.WAITS_FOR_STATE_LOCK), why."""
-    waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK]
+    # A proposed run takes no state lock: it never waits for one.
+    waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK and not r.proposed]
     if not waiting:
         return {}
     stack_ids = sorted({r.stack_id for r in waiting})
@@ -487,7 +488,7 @@ _creator, _approver = aliased(User, name="creator"), aliased(User, name="approve
 # is one statement unless it does (then a second one says whose lock, since when).
 _PERSON_LOCKED = case(
     (
-        Run.status.in_(sorted(WAITS_FOR_STATE_LOCK)),
+        and_(Run.status.in_(sorted(WAITS_FOR_STATE_LOCK)), ~Run.proposed),
         exists().where(StateHead.stack_id == Run.stack_id, held_by_person()),
     ),
     else_=False,

@@ -8,7 +8,7 @@ import strawberry
 from strawberry import Private
 from strawberry.scalars import JSON
 
-from firstlume.api.graphql.enums import VariableKind
+from firstlume.api.graphql.enums import ForkPolicy, VariableKind
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.domain.inheritance import Resolved
 from firstlume.services import inherited
@@ -39,12 +39,19 @@ class ResolvedPrincipals:
 
 
 @strawberry.type
+class ResolvedForkPolicy:
+    value: ForkPolicy
+    origin: str = strawberry.field(description=ORIGIN)
+
+
+@strawberry.type
 class EffectiveSettings:
     require_approval: ResolvedSetting
     confirm_destructive: ResolvedSetting
     drift_schedule: ResolvedSchedule
     approvers: ResolvedPrincipals
     forbid_self_approval: ResolvedSetting
+    pull_requests_from_forks: ResolvedForkPolicy
 
     @classmethod
     def of(cls, resolved: dict[str, Resolved]) -> EffectiveSettings:
@@ -62,6 +69,10 @@ class EffectiveSettings:
                 value=list(approvers.value) if approvers.value is not None else None, origin=approvers.origin
             ),
             forbid_self_approval=flag("forbid_self_approval"),
+            pull_requests_from_forks=ResolvedForkPolicy(
+                value=ForkPolicy(resolved["pull_requests_from_forks"].value),
+                origin=resolved["pull_requests_from_forks"].origin,
+            ),
         )
 
 
@@ -72,6 +83,7 @@ class ExplicitSettings:
     drift_schedule: str | None
     approvers: list[str] | None
     forbid_self_approval: bool | None
+    pull_requests_from_forks: ForkPolicy | None
 
 
 @strawberry.type
@@ -81,7 +93,11 @@ class Settings:
 
     @strawberry.field
     def explicit(self) -> ExplicitSettings:
-        return ExplicitSettings(**explicit_settings(self.scope))
+        explicit = explicit_settings(self.scope)
+        forks = explicit["pull_requests_from_forks"]
+        return ExplicitSettings(
+            **{**explicit, "pull_requests_from_forks": ForkPolicy(forks) if forks else None}
+        )
 
     @strawberry.field
     async def effective(self) -> EffectiveSettings:

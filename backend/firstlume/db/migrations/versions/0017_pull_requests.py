@@ -19,7 +19,13 @@ OLD_LOCK = "status IN ('apply_queued', 'applying', 'awaiting_approval', 'plannin
 NEW_LOCK = OLD_LOCK + " AND NOT proposed"
 
 
+SETTING_TABLES = ("organizations", "folders", "stacks")
+
+
 def upgrade() -> None:
+    for table in SETTING_TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("pull_requests_from_forks", sa.String(30), nullable=True))
     with op.batch_alter_table("stacks") as batch:
         batch.add_column(
             sa.Column("pull_requests", sa.String(10), server_default=sa.text("'off'"), nullable=False)
@@ -129,3 +135,6 @@ def downgrade() -> None:
         batch.drop_column("proposed")
     with op.batch_alter_table("stacks") as batch:
         batch.drop_column("pull_requests")
+    for table in SETTING_TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("pull_requests_from_forks")
