@@ -90,7 +90,7 @@ async def world(ctx: Context, tenant: Tenant) -> dict[str, str]:
     run_id = await start(ctx, tenant.token, ORG, "web", "plan")
     return {"org": ORG, "stack": "web", "folder": "prod", "name": "region", "run": run_id, "unit": "mod",
             "serial": "1", "email": "temp@example.com", "token": "no-such-token",
-            "id": "00000000-0000-0000-0000-000000000000"}  # fmt: skip
+            "id": "00000000-0000-0000-0000-000000000000", "host": "github.com"}  # fmt: skip
 
 
 async def _granted_readers(ctx: Context, tenant: Tenant) -> list[dict[str, str]]:
@@ -149,6 +149,7 @@ BODIES = {
     "state.lock": lambda n: LOCK,
     "state.unlock": lambda n: LOCK,
     "stacks.update": lambda n: {"trigger": "plan"},
+    "git.hosts.put": lambda n: {"kind": "github", "api_url": "https://api.github.com", "token": f"t-{n}"},
     "notifications.create": lambda n: {
         "name": f"n-{n}",
         "url": "http://127.0.0.1:9/x",
@@ -242,6 +243,7 @@ MUTATIONS = {
     "revokeToken": 'revokeToken(org: "acme", id: "no-such-token")',
     "updateStack": 'updateStack(org: "acme", stack: "web", input: {trigger: PLAN})',
     "rotateWebhookSecret": 'rotateWebhookSecret(org: "acme")',
+    "putGitHost": 'putGitHost(org: "acme", host: "github.com", input: {kind: GITHUB, apiUrl: "https://api.github.com", token: "t-$n"})',
     "createNotification": 'createNotification(org: "acme", input: {name: "g-$n", url: "http://127.0.0.1:9/x", events: ["run.applied"]})',
     "updateNotification": 'updateNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000", input: {name: "x"})',
     "deleteNotification": 'deleteNotification(org: "acme", id: "00000000-0000-0000-0000-000000000000")',

@@ -29,6 +29,7 @@ from firstlume.api.rest import (
     notification_routes,
     org_routes,
     policy_routes,
+    pull_request_routes,
     removal_routes,
     run_routes,
     sso_routes,
@@ -47,6 +48,7 @@ from firstlume.scheduler.loop import Scheduler
 from firstlume.services.context import Context
 from firstlume.services.dependencies.triggers import DependencyTriggers
 from firstlume.services.drift.loop import DriftScheduler
+from firstlume.services.git.feedback import GitFeedbackSender
 from firstlume.services.git.remote import GitCache
 from firstlume.services.notifications.sender import NotificationSender
 from firstlume.services.outbox import OutboxRelay
@@ -121,6 +123,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         notifier = NotificationSender(ctx, db=notifier_db)
         ctx = replace(ctx, notifier=notifier)
         await notifier.start()
+        # Every replica posts Git host feedback (statuses, PR comments), on the notifier's pool.
+        git_feedback = GitFeedbackSender(ctx, db=notifier_db)
+        ctx = replace(ctx, git_feedback=git_feedback)
+        await git_feedback.start()
         scheduler = None
         if settings.scheduler_enabled:
             scheduler = Scheduler(
@@ -148,7 +154,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 poller = GitPoller(ctx, GitCache(settings.data_dir / "git-cache"), settings.git_poll_interval)
                 await poller.start()
         # Their state answers /readyz (api/health.py).
-        services = (relay, notifier, ctx.token_watch, scheduler, dependency_triggers, drift, poller)
+        services = (
+            relay,
+            notifier,
+            git_feedback,
+            ctx.token_watch,
+            scheduler,
+            dependency_triggers,
+            drift,
+            poller,
+        )
         app.state.services = [service for service in services if service is not None]
         try:
             yield
@@ -161,6 +176,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await dependency_triggers.stop()
             if scheduler is not None:
                 await scheduler.stop()
+            await git_feedback.stop()
             await notifier.stop()
             await ctx.token_watch.stop()
             await notifier_db.dispose()
@@ -179,6 +195,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *executor_routes.routes,
         *state_routes.routes,
         *git_routes.routes,
+        *pull_request_routes.routes,
         *drift_routes.routes,
         *notification_routes.routes,
         *policy_routes.routes,

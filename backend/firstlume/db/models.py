@@ -70,6 +70,7 @@ class Organization(Base):
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
     policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
 
 
 class User(Base):
@@ -123,6 +124,7 @@ class Folder(Base):
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
     policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
 
 
 class Stack(Base):
@@ -151,12 +153,15 @@ class Stack(Base):
     forbid_self_approval: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Inherited setting: the names of the policies evaluated at the end of each plan (null: inherit).
     policies: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    pull_requests_from_forks: Mapped[str | None] = mapped_column(String(30), nullable=True)
     # What a new commit on the branch starts (domain/git.py), and the last head seen: only
     # commits after it start runs; moving it is a compare-and-set, so replicas start one run.
     trigger: Mapped[StackTrigger] = mapped_column(
         EnumText(StackTrigger, 10), default=StackTrigger.MANUAL, server_default=StackTrigger.MANUAL.value
     )
     git_seen_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # What a pull request against the branch starts: nothing ("off") or a proposed plan ("plan").
+    pull_requests: Mapped[str] = mapped_column(String(10), default="off", server_default="off")
     # Arrival counter: each new run takes the next number under the stack's row lock.
     run_counter: Mapped[int] = mapped_column(Integer, default=0)
     # A deleted stack is kept, with its runs, state versions and audit entries, for the retention
@@ -188,7 +193,10 @@ class Variable(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-LOCK_STATUSES_SQL = "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(HOLDS_LOCK)) + ")"
+# A proposed run (a pull request's plan) never takes the stack's lock: it is outside the index.
+LOCK_STATUSES_SQL = (
+    "status IN (" + ", ".join(f"'{s.value}'" for s in sorted(HOLDS_LOCK)) + ") AND NOT proposed"
+)
 
 
 class Run(Base):
@@ -226,6 +234,12 @@ class Run(Base):
     trigger_actor: Mapped[str | None] = mapped_column(String(400), nullable=True)
     # The upstream apply whose changed outputs started it (a dependency trigger).
     trigger_upstream_run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # A pull request's plan: never applied, outside the stack's lock and queue, no state lock.
+    proposed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The pull request as it was when the run started: number, url, title, author, head_sha,
+    # base_branch (the trigger's `pull_request`); the pull_requests row it belongs to.
+    trigger_pull_request: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pull_request_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     created_by_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -531,5 +545,7 @@ class Policy(Base):
     rego: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 # Single sign-on: pending sign-ins, each organization's mapping of the IdP's groups, folder grants.
 from firstlume.db import models_sso as _models_sso  # noqa: E402, F401

@@ -49,6 +49,7 @@ class AuditAction(StrEnum):
     FOLDER_GRANTS_UPDATE = "folder.grants.update"
 
     WEBHOOK_SECRET_ROTATE = "git.webhook_secret.rotate"
+    GIT_HOST_PUT = "git.host.put"
 
     NOTIFICATION_CREATE = "notification.create"
     NOTIFICATION_UPDATE = "notification.update"

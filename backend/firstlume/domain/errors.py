@@ -46,6 +46,13 @@ class AlreadyExists(Conflict):
     code = "already_exists"
 
 
+class ProposedRun(Conflict):
+    """A pull request's proposed run only plans: it is never approved, discarded into an apply or
+    applied."""
+
+    code = "proposed_run"
+
+
 class InvalidStatus(Conflict):
     """The run's current status forbids the request (approve or discard when not awaiting
     approval, cancel once it has started, …): one code for all of them, the status in `status`."""

@@ -20,6 +20,22 @@ class StackTrigger(StrEnum):
         return {StackTrigger.PLAN: RunType.PLAN, StackTrigger.APPLY: RunType.APPLY}.get(self)
 
 
+class PullRequestMode(StrEnum):
+    """What a pull request against the stack's branch starts: nothing, or a proposed plan."""
+
+    OFF = "off"
+    PLAN = "plan"
+
+
+class ForkPolicy(StrEnum):
+    """The inherited setting `pull_requests_from_forks`: what a pull request from a fork (code
+    from anyone) may run. Off by default."""
+
+    OFF = "off"
+    PLAN_WITHOUT_SECRETS = "plan_without_secrets"
+    PLAN = "plan"
+
+
 class Dialect(StrEnum):
     """The hosts whose push webhooks the organization's webhook URL understands."""
 
@@ -29,6 +45,13 @@ class Dialect(StrEnum):
 
 
 ZERO_SHA = "0" * 40
+
+
+def head_ref(dialect: str, number: int) -> str:
+    """The ref a host keeps pull request `number`'s head at."""
+    if dialect == Dialect.GITLAB:
+        return f"refs/merge-requests/{number}/head"
+    return f"refs/pull/{number}/head"
 
 
 def short_sha(sha: str) -> str:

@@ -21,6 +21,9 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "forbid_self_approval": False,
     # The names of the policies evaluated at the end of each plan (domain/policies.py).
     "policies": None,
+    # Whether a pull request from a fork runs a proposed plan: "off", "plan_without_secrets"
+    # (without the sensitive variables) or "plan". Its code is untrusted.
+    "pull_requests_from_forks": "off",
 }
 SETTING_NAMES: tuple[str, ...] = tuple(SETTING_DEFAULTS)
 

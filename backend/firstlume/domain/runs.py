@@ -80,6 +80,8 @@ class TriggerKind(StrEnum):
     PUSH = "push"
     SCHEDULE = "schedule"
     DEPENDENCY = "dependency"
+    # A pull request's head: a proposed run (a plan that never applies).
+    PULL_REQUEST = "pull_request"
 
 
 class Phase(StrEnum):

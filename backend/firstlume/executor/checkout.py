@@ -129,8 +129,10 @@ def checkout(
     sha: str | None = None,
     auth: GitAuth | None = None,
     timeout: float = 120.0,
+    commit_ref: str | None = None,
 ) -> Commit:
     """Clones `repository` into `dest` and checks out `sha` exactly, else the tip of `branch`.
+    `commit_ref` is a ref outside the branches that holds `sha` (a pull request's head ref).
     Each network wait (connecting, every read) may last `timeout` seconds and the checkout as a
     whole OVERALL_FACTOR times that; past either, CheckoutError names the step that hung."""
     where = display_url(repository)
@@ -154,7 +156,7 @@ def checkout(
         raise CheckoutError(f"cannot clone {where}: {_clean(str(exc), repository)}") from None
     if sha:
         callbacks.step = f"fetching commit {sha} from {where}"
-        commit = _find_commit(repo, sha, callbacks, timeout)
+        commit = _find_commit(repo, sha, callbacks, timeout, commit_ref)
         if commit is None:
             raise CheckoutError(
                 f"commit {sha} is not in {where} (was it removed by a force push?); plan again"
@@ -201,9 +203,20 @@ def _no_answer(step: str, timeout: float) -> str:
 
 
 def _find_commit(
-    repo: pygit2.Repository, sha: str, callbacks: _Callbacks, timeout: float
+    repo: pygit2.Repository, sha: str, callbacks: _Callbacks, timeout: float, commit_ref: str | None = None
 ) -> pygit2.Commit | None:
     commit = _lookup(repo, sha)
+    if commit is None and commit_ref is not None:
+        # A pull request's head lives under its own ref (refs/pull/<n>/head, ...): fetch that.
+        callbacks.attempts = 0
+        try:
+            repo.remotes["origin"].fetch([f"+{commit_ref}:refs/firstlume/commit-ref"], callbacks=callbacks)
+        except CheckoutError:
+            raise
+        except (pygit2.GitError, KeyError) as exc:
+            if _timed_out(exc):
+                raise CheckoutError(_no_answer(callbacks.step, timeout)) from None
+        commit = _lookup(repo, sha)
     if commit is None and _FULL_SHA.match(sha):
         # A commit reachable from no branch (a pull request's head, say): servers that allow
         # fetching by id hand it over.

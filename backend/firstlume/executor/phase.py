@@ -346,7 +346,10 @@ class PhaseRunner:
             plan_file = self.work_dir / "plan.tfplan"
             try:
                 has_changes = await engine.plan(
-                    plan_file, var_file=var_file, destroy=spec.run_type == RunType.DESTROY
+                    plan_file,
+                    var_file=var_file,
+                    destroy=spec.run_type == RunType.DESTROY,
+                    lock=not spec.proposed,
                 )
             finally:
                 var_file.unlink(missing_ok=True)
@@ -517,7 +520,14 @@ class PhaseRunner:
         try:
             commit = await asyncio.wait_for(
                 asyncio.to_thread(
-                    checkout, spec.stack.repository, dest, branch=branch, sha=sha, auth=auth, timeout=timeout
+                    checkout,
+                    spec.stack.repository,
+                    dest,
+                    branch=branch,
+                    sha=sha,
+                    auth=auth,
+                    timeout=timeout,
+                    commit_ref=spec.commit_ref if sha == spec.commit_sha else None,
                 ),
                 limit,
             )

@@ -138,6 +138,16 @@ class PhaseSpec(Answer):
         description="the plan's commit for an apply, the pushed commit for a push run's plan, the last "
         "successful apply's commit for a drift run's plan, else null (the tip of the branch)"
     )
+    commit_ref: str | None = Field(
+        default=None,
+        description="a ref outside the branches that holds commit_sha (a pull request's head ref, "
+        "refs/pull/<n>/head or refs/merge-requests/<n>/head), fetched when the commit is not on a branch",
+    )
+    proposed: bool = Field(
+        default=False,
+        description="a pull request's proposed run: the plan takes no state lock (-lock=false) and is "
+        "never applied",
+    )
     drift_base: DriftBase | None = Field(
         default=None, description="a drift run's plan: the apply it compares with (its commit is commit_sha)"
     )

@@ -12,7 +12,7 @@ from firstlume.crypto import KeyRing
 from firstlume.db.models import Folder, Run, Stack
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import AlreadyExists, InvalidRequest, NotFound, StackBusy
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.domain.runs import RUNNING, RunStatus
 from firstlume.services import audit
 from firstlume.services.commands import CreateFolder, CreateStack, MoveFolder, UpdateStack
@@ -107,6 +107,7 @@ async def create_stack(
         branch=command.branch or "main",
         path=command.path or ".",
         trigger=command.trigger or StackTrigger.MANUAL,
+        pull_requests=command.pull_requests or PullRequestMode.OFF,
     )
     session.add(stack)
     await session.flush()
@@ -182,7 +183,7 @@ async def update_stack(
         details["credentials"] = credentials
     was_on = stack.trigger != StackTrigger.MANUAL
     followed = (stack.repository, stack.branch)
-    for name in given & {"name", "repository", "branch", "path", "trigger"}:
+    for name in given & {"name", "repository", "branch", "path", "trigger", "pull_requests"}:
         setattr(stack, name, getattr(command, name))
     is_on = stack.trigger != StackTrigger.MANUAL
     rebase = is_on and (not was_on or (stack.repository, stack.branch) != followed)
@@ -218,6 +219,7 @@ def stack_fields(stack: Stack, command: CreateStack) -> dict[str, object]:
         "repository": audit.without_credentials(stack.repository),
         "branch": stack.branch,
         "path": stack.path,
+        "pull_requests": stack.pull_requests,
         "folder": command.folder,
         "credentials": [
             name for name in ("git_https_token", "git_ssh_key") if getattr(command, name) is not None

@@ -30,9 +30,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from firstlume.domain.effects import Notification
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import SETTING_NAMES, VariableKind
 from firstlume.domain.policies import PolicyKind
+from firstlume.domain.pull_requests import HostKind
 from firstlume.domain.runs import RunType
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -104,6 +105,19 @@ def _repository(value: str, info: ValidationInfo) -> str:
             "or password as 'git_https_token', which is stored sealed and never shown."
         )
     return value
+
+
+def _api_url(value: str, info: ValidationInfo) -> str:
+    """An http(s) URL without credentials: the token is its own field, stored sealed."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise refuse(f"'{info.field_name}' must be the host's REST API URL, such as https://api.github.com.")
+    if parts.password is not None or parts.username is not None:
+        raise refuse(f"'{info.field_name}' must not hold credentials: give the token as 'token'.")
+    return value.strip()
 
 
 def _variable_name(value: str, info: ValidationInfo) -> str:
@@ -232,6 +246,8 @@ class CreateStack(Command):
     git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
     # What a new commit on the branch starts: manual (nothing), plan or apply.
     trigger: Annotated[StackTrigger, LAX] | None = None
+    # What a pull request against the branch starts: off (nothing) or plan (a proposed run).
+    pull_requests: Annotated[PullRequestMode, LAX] | None = None
 
 
 class UpdateStack(Command):
@@ -247,6 +263,7 @@ class UpdateStack(Command):
     branch: Annotated[NonBlank, Field(max_length=255)] | None = None
     path: RelativePath | None = None
     trigger: Annotated[StackTrigger, LAX] | None = None
+    pull_requests: Annotated[PullRequestMode, LAX] | None = None
     git_https_token: Annotated[NonBlank, Field(max_length=2000)] | None = None
     git_ssh_key: Annotated[NonBlank, Field(max_length=20000)] | None = None
 
@@ -254,7 +271,7 @@ class UpdateStack(Command):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"folder", "git_https_token", "git_ssh_key"})
     CREDENTIALS: ClassVar[tuple[str, ...]] = ("git_https_token", "git_ssh_key")
 
-    @field_validator("name", "repository", "branch", "path", "trigger")
+    @field_validator("name", "repository", "branch", "path", "trigger", "pull_requests")
     @classmethod
     def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
         # Runs only for fields given: a refusal here names its field (the 422's `field`).
@@ -267,7 +284,7 @@ class UpdateStack(Command):
         if not self.model_fields_set:
             raise refuse(
                 "Send at least one of slug, name, folder, repository, branch, path, trigger, "
-                "git_https_token, git_ssh_key."
+                "pull_requests, git_https_token, git_ssh_key."
             )
         for name in self.model_fields_set - self.NULLABLE:
             if getattr(self, name) is None:
@@ -293,6 +310,15 @@ class RotateWebhookSecret(Command):
     noun = "rotating the webhook secret"
 
 
+class PutGitHost(Command):
+    """Where a Git host's REST API is, and the token Firstlume sends statuses and comments with."""
+
+    noun = "a Git host"
+    kind: Annotated[HostKind, LAX]
+    api_url: Annotated[NonBlank, Field(max_length=2000), AfterValidator(_api_url)]
+    token: Annotated[NonBlank, Field(max_length=2000)]
+
+
 class CreateFolder(Command):
     noun = "a folder"
     path: FolderPath
@@ -309,6 +335,7 @@ class PatchSettings(Command):
     approvers: Principals | None = None
     forbid_self_approval: bool | None = None
     policies: PolicyNames | None = None
+    pull_requests_from_forks: Annotated[ForkPolicy, LAX] | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Self:

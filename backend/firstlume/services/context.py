@@ -39,6 +39,8 @@ class Unit:
     # Whether it wrote dependency triggers (services/dependencies/outbox.py), which a
     # DependencyTriggers service then carries out.
     wrote_dependency_triggers: bool = False
+    # Whether it wrote Git host feedback (commit statuses, PR comments), which a sender then posts.
+    wrote_git_feedback: bool = False
     # Whether it recorded an event for the schedulers (a run became startable or ended), and
     # which kinds of phase that can make startable (domain/claims.py).
     wakes_scheduler: bool = False
@@ -74,6 +76,8 @@ class Context:
     relay: Kickable | None = None
     # This process's notification sender (services/notifications/sender.py), when it has one.
     notifier: Notifier | None = None
+    # This process's Git feedback sender (services/git/feedback.py), when it has one.
+    git_feedback: Kickable | None = None
     # This process's scheduler, when it runs one.
     scheduler: SchedulerPort | None = None
     # This process's starter of dependents' runs (services/dependencies/triggers.py), when it runs one.
@@ -113,6 +117,8 @@ class Context:
             self.notifier.kick()
         if unit.wrote_dependency_triggers and self.dependency_triggers is not None:
             self.dependency_triggers.kick()
+        if unit.wrote_git_feedback and self.git_feedback is not None:
+            self.git_feedback.kick()
         if unit._events:
             # All in one round trip on PostgreSQL: the request's answer waits for them (a phase's
             # result publishes its log, its resources and its run).

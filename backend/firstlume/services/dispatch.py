@@ -44,20 +44,23 @@ _NO_PERSON_LOCK = ~_PERSON_LOCK
 
 
 def _startable_plans() -> Select[str]:
-    """The first queued run of every stack that no run currently locks, oldest first."""
+    """The first queued run of every stack that no run currently locks, oldest first, and every
+    queued proposed run: a pull request's plan neither waits in the stack's queue nor for its
+    lock (nor for a person's state lock: it takes none)."""
     queued = aliased(Run)
     holder = aliased(Run)
     first_number = (
         select(func.min(queued.number))
-        .where(queued.stack_id == Run.stack_id, queued.status == RunStatus.QUEUED.value)
+        .where(queued.stack_id == Run.stack_id, queued.status == RunStatus.QUEUED.value, ~queued.proposed)
         .scalar_subquery()
     )
-    return select(Run.id).where(
-        Run.status == RunStatus.QUEUED.value,
+    tracked = and_(
+        ~Run.proposed,
         Run.number == first_number,
-        ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES)),
+        ~exists().where(holder.stack_id == Run.stack_id, holder.status.in_(LOCK_VALUES), ~holder.proposed),
         _NO_PERSON_LOCK,
     )
+    return select(Run.id).where(Run.status == RunStatus.QUEUED.value, or_(tracked, Run.proposed))
 
 
 def _locking_batch(candidates: Select[str], order: Any) -> Select[str]:

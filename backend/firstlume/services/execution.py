@@ -23,11 +23,13 @@ from firstlume.db.models import (
     Run,
     Stack,
 )
+from firstlume.db.models_git import PullRequest
 from firstlume.db.resource_states import ResourceState as StoredResourceState
 from firstlume.db.resource_states import update_resource_states
 from firstlume.db.types import utcnow
 from firstlume.domain.changes import summarize
 from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound, Unauthenticated
+from firstlume.domain.git import ForkPolicy, head_ref
 from firstlume.domain.policies import denial
 from firstlume.domain.runs import (
     FINISHED_STEP_STATUSES,
@@ -121,6 +123,26 @@ async def authenticate_phase(
     return run, row
 
 
+async def sensitive_allowed(session: AsyncSession, run: Run, stack: Stack) -> bool:
+    """Whether the run gets the sensitive variables: all runs but a fork's proposed run, unless
+    `pull_requests_from_forks` is "plan"."""
+    if run.pull_request_id is None:
+        return True
+    pull = await session.get(PullRequest, run.pull_request_id)
+    if pull is None or not pull.from_fork:
+        return True
+    policy = (await effective_settings(session, stack))["pull_requests_from_forks"].value
+    return bool(policy == ForkPolicy.PLAN)
+
+
+async def pull_request_head_ref(session: AsyncSession, pull_request_id: str | None) -> str | None:
+    """Where the host keeps a proposed run's pull request head."""
+    if pull_request_id is None:
+        return None
+    pull = await session.get(PullRequest, pull_request_id)
+    return head_ref(pull.dialect, pull.number) if pull is not None else None
+
+
 async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: PhaseToken) -> PhaseSpec:
     stack = await session.get(Stack, run.stack_id)
     assert stack is not None
@@ -139,6 +161,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             )
             for v in await effective_variables(session, ctx.keyring, stack)
         ]
+        if not await sensitive_allowed(session, run, stack):
+            # A fork's pull request is anyone's code: no secrets unless the setting says so.
+            variables = [v for v in variables if not v.sensitive]
         # A push run plans its pushed commit, a drift run what was last applied (NoDriftBase
         # when nothing was); any other plan takes the tip of the branch.
         commit_sha = run.trigger_commit
@@ -181,6 +206,10 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
             else None,
         ),
         commit_sha=commit_sha,
+        proposed=run.proposed,
+        commit_ref=await pull_request_head_ref(session, run.pull_request_id)
+        if token.phase == Phase.PLAN
+        else None,
         drift_base=base,
         variables=variables,
         log_offset=run.log_length,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -10,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
-from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound
+from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound, ProposedRun
 from firstlume.domain.policies import approvals_text
 from firstlume.domain.runs import CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
 from firstlume.protocol.events import RunUpdated
@@ -37,6 +38,9 @@ class Trigger:
     commit: str | None = None
     delivery: str | None = None
     upstream_run: str | None = None
+    # A pull request's run (kind pull_request): the trigger's `pull_request` and its row.
+    pull_request: dict[str, Any] | None = None
+    pull_request_id: str | None = None
 
 
 async def start_run(
@@ -62,6 +66,9 @@ async def start_run(
         trigger_delivery=trigger.delivery if trigger else None,
         trigger_actor=trigger.by if trigger else None,
         trigger_upstream_run_id=trigger.upstream_run if trigger else None,
+        proposed=trigger is not None and trigger.kind is TriggerKind.PULL_REQUEST,
+        trigger_pull_request=trigger.pull_request if trigger else None,
+        pull_request_id=trigger.pull_request_id if trigger else None,
         acknowledged=[],
         variables_used=[],
         state_backends=[],
@@ -115,6 +122,11 @@ async def approve_run(
     unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str, command: ApproveRun
 ) -> RunRecord:
     run = await _run_to_decide_on(unit.session, org, run_id)
+    if run.proposed:
+        raise ProposedRun(
+            f"Run {run.id} is a pull request's proposed run: it only plans and is never applied. "
+            "Merge the pull request; the stack's trigger plans the merged commit."
+        )
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise InvalidStatus(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be approved.", status=run.status

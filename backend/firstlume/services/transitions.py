@@ -22,6 +22,7 @@ from firstlume.pubsub import SCHEDULER_CHANNEL, org_runs_channel, run_channel
 from firstlume.services import outbox
 from firstlume.services.context import Unit
 from firstlume.services.dependencies import outbox as dependency_outbox
+from firstlume.services.git import feedback as git_feedback
 from firstlume.services.notifications.enqueue import enqueue as enqueue_notification
 from firstlume.services.steps import set_step
 
@@ -118,6 +119,9 @@ async def change_status(
         await enqueue_notification(unit, run, effects.notification)
     if effects.triggers_dependents:
         await dependency_outbox.enqueue(unit, run)
+    if run.proposed and (target in FINISHED or current is None):
+        # A pull request's run: its commit status (and the PR's comment) follow it.
+        await git_feedback.report(unit, run, target)
     return run
 
 

@@ -8,7 +8,7 @@ from enum import Enum
 import strawberry
 
 from firstlume.domain.drift import DeliveryStatus, DriftStatus
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.inheritance import VariableKind
 from firstlume.domain.runs import ResourceState, RunStatus, RunType, StepStatus, TriggerKind
 
@@ -21,13 +21,25 @@ strawberry.enum(
     StackTrigger, description="What a new commit on a stack's branch that touches the stack starts."
 )
 strawberry.enum(
+    PullRequestMode,
+    description="What a pull request against a stack's branch that touches the stack starts: nothing "
+    "(off) or a proposed plan (plan).",
+)
+strawberry.enum(
+    ForkPolicy,
+    description="What a pull request from a fork (untrusted code) may run: nothing, a plan without the "
+    "sensitive variables, or a plan.",
+)
+strawberry.enum(
     DriftStatus,
     description="A stack's drift, from its latest finished drift run: no changes (in sync), drifted, "
     "failed (error), or no drift run yet (unknown).",
 )
 strawberry.enum(DeliveryStatus, description="Where a notification delivery stands.")
 strawberry.enum(
-    TriggerKind, description="What started a run: a person, a push to the branch, or the drift schedule."
+    TriggerKind,
+    description="What started a run: a person, a push to the branch, the drift schedule, or a pull "
+    "request (a proposed run).",
 )
 
 
@@ -50,6 +62,8 @@ class GitAuth(Enum):
 __all__ = [
     "DeliveryStatus",
     "DriftStatus",
+    "ForkPolicy",
+    "PullRequestMode",
     "ResourceState",
     "RunStatus",
     "RunType",

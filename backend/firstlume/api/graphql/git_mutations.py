@@ -16,11 +16,14 @@ from firstlume.api.graphql.errors import (
 )
 from firstlume.api.graphql.mutations import Ctx, fresh, org_unit
 from firstlume.api.graphql.types import Stack
+from firstlume.api.graphql.types.pull_requests import GitHost, GitHostKind
 from firstlume.api.validation import command
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.git import PullRequestMode, StackTrigger
 from firstlume.services import catalog
-from firstlume.services.commands import RotateWebhookSecret, UpdateStack
+from firstlume.services.commands import PutGitHost, RotateWebhookSecret, UpdateStack
 from firstlume.services.git import deliveries as webhook
+from firstlume.services.git import hosts
 from firstlume.services.git.polling import set_baseline
 
 
@@ -32,6 +35,9 @@ class WebhookSecret:
 UpdateStackResult = Annotated[
     Stack | NotFoundError | InvalidInputError | AlreadyExistsError | ConflictError,
     strawberry.union("UpdateStackResult"),
+]
+PutGitHostResult = Annotated[
+    GitHost | NotFoundError | InvalidInputError, strawberry.union("PutGitHostResult")
 ]
 RotateWebhookSecretResult = Annotated[
     WebhookSecret | NotFoundError, strawberry.union("RotateWebhookSecretResult")
@@ -55,13 +61,43 @@ class UpdateStackInput:
         default=strawberry.UNSET,
         description="What a new commit on the branch that touches the stack starts: nothing (manual), a plan or an apply.",
     )
+    pull_requests: PullRequestMode | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="What a pull request against the branch that touches the stack starts: nothing (off) or a "
+        "proposed plan (plan).",
+    )
+
+
+@strawberry.input(description="Where a Git host's REST API is, and the token to call it with (write-only).")
+class GitHostInput:
+    kind: GitHostKind
+    api_url: str = strawberry.field(
+        description="e.g. https://api.github.com, https://gitlab.example.com/api/v4"
+    )
+    token: str = strawberry.field(description="Write-only: stored sealed, never returned.")
 
 
 @strawberry.type
 class GitMutation:
     @strawberry.mutation(
-        description="Changes a stack's slug (rename), name, folder (move), repository, branch, path, trigger "
-        "or Git credentials (rotate or remove)."
+        description="Creates or replaces a Git host of the organization (admin): commit statuses and pull "
+        "request comments for repositories on `host` go to its REST API. As PUT $O/git/hosts/<host>."
+    )
+    async def put_git_host(self, info: Ctx, org: str, host: str, input: GitHostInput) -> PutGitHostResult:
+        async def work() -> GitHost:
+            body = {"kind": input.kind.value, "api_url": input.api_url, "token": input.token}
+            put = command(PutGitHost, body)
+            if not host.strip() or len(host) > 255 or "/" in host:
+                raise InvalidRequest("The host must be a Git host's name, such as github.com.", field="host")
+            async with org_unit(info, org) as (unit, _, org_row):
+                row = await hosts.put_host(unit.session, info.context.app.keyring, org_row, host, put)
+            return GitHost.of(row)
+
+        return await typed((NotFoundError, InvalidInputError), work)
+
+    @strawberry.mutation(
+        description="Changes a stack's slug (rename), name, folder (move), repository, branch, path, trigger, "
+        "pull_requests or Git credentials (rotate or remove)."
     )
     async def update_stack(
         self, info: Ctx, org: str, stack: str, input: UpdateStackInput

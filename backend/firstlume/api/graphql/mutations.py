@@ -34,7 +34,7 @@ from firstlume.api.graphql.types.drift import (
 from firstlume.api.graphql.types.state import StackState, state_of
 from firstlume.api.validation import command
 from firstlume.domain.errors import InvalidRequest
-from firstlume.domain.git import StackTrigger
+from firstlume.domain.git import ForkPolicy, PullRequestMode, StackTrigger
 from firstlume.domain.runs import RunType
 from firstlume.domain.state import normalize_unit
 from firstlume.services import accounts, catalog, inherited, runs
@@ -171,6 +171,9 @@ class CreateStackInput:
     trigger: StackTrigger | None = strawberry.field(
         default=None, description="What a new commit on the branch starts; manual (nothing) by default."
     )
+    pull_requests: PullRequestMode | None = strawberry.field(
+        default=None, description="What a pull request against the branch starts; off (nothing) by default."
+    )
 
 
 @strawberry.input(
@@ -189,6 +192,10 @@ class SettingsInput:
     policies: list[str] | None = strawberry.field(
         default=strawberry.UNSET,
         description="Names of the organization's policies evaluated at the end of each plan.",
+    )
+    pull_requests_from_forks: ForkPolicy | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="What a pull request from a fork runs: OFF (nothing), PLAN_WITHOUT_SECRETS, PLAN.",
     )
 
 

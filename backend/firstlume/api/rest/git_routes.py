@@ -12,6 +12,7 @@ from starlette.routing import Route
 from firstlume.api.json_body import JSONResponse
 from firstlume.api.rest.http import check_query, context_of, endpoint, int_param, json_body
 from firstlume.api.rest.org_routes import org_read, org_request
+from firstlume.api.rest.pull_request_routes import feedback_json
 from firstlume.api.rest.serializers import iso, stack_json
 from firstlume.api.validation import command
 from firstlume.domain.errors import PayloadTooLarge
@@ -21,6 +22,7 @@ from firstlume.services.git import deliveries as webhook
 from firstlume.services.git.polling import set_baseline
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
+from firstlume.services.reads import pull_requests as pull_request_reads
 
 # Push payloads are far smaller; the cap is checked before the body is read whole.
 MAX_WEBHOOK_BYTES = 5 * 1024 * 1024
@@ -79,10 +81,13 @@ async def list_deliveries(request: Request) -> Response:
         limit = int_param(request, "limit", git_reads.MAX_DELIVERIES, 1, git_reads.MAX_DELIVERIES)
         rows = await git_reads.deliveries(session, org.id, limit or git_reads.MAX_DELIVERIES)
         rotated = await git_reads.secret_rotated_at(session, org.id)
+        sent = await pull_request_reads.feedback(session, org.id)
         return JSONResponse(
             {
                 "deliveries": [delivery_json(d) for d in rows],
                 "webhook_secret_set_at": iso(rotated) if rotated else None,
+                # Commit statuses and pull request comments sent to Git hosts, with their answers.
+                "feedback": [feedback_json(f) for f in sent],
             }
         )
 

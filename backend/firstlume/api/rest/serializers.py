@@ -20,6 +20,18 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+def trigger_json(run: RunRecord) -> dict[str, Any]:
+    trigger: dict[str, Any] = {
+        "kind": run.trigger_kind,
+        "commit": run.trigger_commit,
+        "delivery": run.trigger_delivery,
+        "upstream_run": run.trigger_upstream_run_id,
+    }
+    if run.trigger_pull_request is not None:
+        trigger["pull_request"] = run.trigger_pull_request
+    return trigger
+
+
 def stack_json(stack: StackRecord, folder_path: str | None, viewer_role: str | None = None) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "id": stack.id,
@@ -30,6 +42,7 @@ def stack_json(stack: StackRecord, folder_path: str | None, viewer_role: str | N
         "branch": stack.branch,
         "path": stack.path,
         "trigger": stack.trigger,
+        "pull_requests": stack.pull_requests,
         "git_auth": stack.git_auth,
         "created_at": iso(stack.created_at),
     }
@@ -123,12 +136,8 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "status": run.status,
         "created_at": iso(run.created_at),
         "created_by": details.created_by,
-        "trigger": {
-            "kind": run.trigger_kind,
-            "commit": run.trigger_commit,
-            "delivery": run.trigger_delivery,
-            "upstream_run": run.trigger_upstream_run_id,
-        },
+        "trigger": trigger_json(run),
+        "proposed": run.proposed,
         "updated_at": iso(run.updated_at),
         "started_at": iso(started),
         "finished_at": iso(run.finished_at),

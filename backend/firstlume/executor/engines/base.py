@@ -99,8 +99,9 @@ class Engine(ABC):
             raise EngineError(self._failure("init", code))
 
     @abstractmethod
-    async def plan(self, plan_file: Path, *, var_file: Path | None, destroy: bool) -> bool:
-        """Saves the plan to `plan_file`; returns whether it has changes."""
+    async def plan(self, plan_file: Path, *, var_file: Path | None, destroy: bool, lock: bool = True) -> bool:
+        """Saves the plan to `plan_file`; returns whether it has changes. `lock` False plans
+        without taking the state lock (a proposed run)."""
 
     @abstractmethod
     async def show_json(self, plan_file: Path) -> dict[str, Any]:

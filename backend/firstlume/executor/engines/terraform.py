@@ -15,12 +15,15 @@ class Terraform(Engine):
     kind = "terraform"
     default_binary = "terraform"
 
-    async def plan(self, plan_file: Path, *, var_file: Path | None, destroy: bool) -> bool:
+    async def plan(self, plan_file: Path, *, var_file: Path | None, destroy: bool, lock: bool = True) -> bool:
         args = ["plan", "-input=false", "-no-color", "-detailed-exitcode"]
         if destroy:
             args.append("-destroy")
         if var_file is not None:
             args.append(f"-var-file={var_file}")
+        if not lock:
+            # A proposed run reads the state and never writes it: it takes no state lock.
+            args.append("-lock=false")
         code, _ = await self._run([self.binary, *args, f"-out={plan_file}"])
         if code not in (0, 2):
             raise EngineError(self._failure("plan", code))

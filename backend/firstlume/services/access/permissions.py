@@ -112,6 +112,9 @@ REST: dict[str, Need] = {
     "git.webhook": Open.PUBLIC,
     "git.rotate_secret": A,
     "git.deliveries": R,
+    "git.hosts.put": A,
+    "git.hosts.list": R,
+    "pull_requests.list": R,
     "stacks.update": A,
     # deleting and moving things, and the deleted stacks kept for the retention period
     "stacks.delete": A,
@@ -180,6 +183,7 @@ GRAPHQL: dict[str, Need] = {
     "Mutation.moveFolder": A,
     "Mutation.deleteFolder": A,
     "Mutation.rotateWebhookSecret": A,
+    "Mutation.putGitHost": A,
     "Mutation.createNotification": A,
     "Mutation.updateNotification": A,
     "Mutation.deleteNotification": A,

@@ -21,6 +21,8 @@ from firstlume.pubsub import org_git_channel
 from firstlume.services import audit
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.polling import cache_of
+from firstlume.services.git.pr_webhooks import parse_pull_request
+from firstlume.services.git.proposed import Duplicate, handle_pull_request
 from firstlume.services.git.pushes import Sighting, delivery_seen, follows, handle, prune_deliveries, view_of
 from firstlume.services.git.webhooks import Hook, Push, identify, parse_push, verify
 from firstlume.services.reads.catalog import ORG_COLUMNS, OrganizationRecord
@@ -97,11 +99,13 @@ async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body:
     except FirstlumeError as refusal:
         await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
         raise
-    if not hook.is_push:
+    if not hook.is_push and not hook.is_pull_request:
         await _log(ctx, org, hook, 200, {"ignored": "event"})
         return {"ignored": "event"}
     if hook.delivery is not None and await delivery_seen(ctx, org.id, hook.delivery):
         return {"duplicate": True, "runs": []}
+    if hook.is_pull_request:
+        return await _receive_pull_request(ctx, org, hook, body)
     try:
         push = parse_push(hook, body)
     except FirstlumeError as refusal:
@@ -138,3 +142,17 @@ async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body:
     if not stacks:
         answer["reason"] = f"no stack follows branch '{branch}' of this repository"
     return answer
+
+
+async def _receive_pull_request(
+    ctx: Context, org: OrganizationRecord, hook: Hook, body: bytes
+) -> dict[str, Any]:
+    try:
+        event = parse_pull_request(hook, body)
+    except FirstlumeError as refusal:
+        await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
+        raise
+    try:
+        return await handle_pull_request(ctx, org, hook, event)
+    except Duplicate:
+        return {"duplicate": True, "runs": []}

@@ -176,3 +176,71 @@ def _read_text(commit: pygit2.Commit, path: str) -> str | None:
         return blob.data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+@dataclass(frozen=True)
+class ProposedChange:
+    """What a pull request's head changes: the files changed between the merge base (with the
+    base branch) and the head, the head's author, and config.yaml at the stack path in the head."""
+
+    paths: list[str]
+    author_email: str
+    config_text: str | None
+
+
+def fetch_pull_request(
+    cache: GitCache,
+    org_id: str,
+    url: str,
+    credentials: Credentials,
+    *,
+    base_branch: str,
+    head_ref: str,
+    head: str,
+    stack_path: str,
+) -> ProposedChange:
+    """Fetches the base branch and the pull request's head ref (refs/pull/<n>/head,
+    refs/merge-requests/<n>/head or the head branch) and diffs the head against its merge base."""
+    with cache.repository(org_id, url) as repo:
+        remote = repo.remotes.create_anonymous(url)
+        refspecs = [
+            f"+refs/heads/{base_branch}:refs/firstlume/heads/{base_branch}",
+            f"+{head_ref}:refs/firstlume/proposed/{hashlib.sha256(head_ref.encode()).hexdigest()[:16]}",
+        ]
+        try:
+            remote.fetch(refspecs, callbacks=_Callbacks(credentials))
+        except (pygit2.GitError, RemoteError, KeyError, ValueError, OSError) as error:
+            raise _failure(url, error) from None
+        commit = _commit(repo, head)
+        if commit is None:
+            raise RemoteError(
+                f"{display_url(url)}: commit {head} is not at {head_ref} (a newer head comes next)"
+            )
+        base_ref = repo.references.get(f"refs/firstlume/heads/{base_branch}")
+        base = _commit(repo, str(base_ref.target)) if base_ref is not None else None
+        if base is None:
+            raise RemoteError(f"{display_url(url)}: the base branch {base_branch!r} does not exist")
+        merge_base = repo.merge_base(base.id, commit.id)
+        ancestor = _commit(repo, str(merge_base)) if merge_base is not None else None
+        paths = _changed_paths(repo, ancestor, commit) if ancestor is not None else _all_paths(commit)
+        return ProposedChange(
+            paths=paths,
+            author_email=commit.author.email,
+            config_text=_read_text(commit, _config_path(stack_path)),
+        )
+
+
+def _all_paths(commit: pygit2.Commit) -> list[str]:
+    """Every file of a head with no common history with its base: all of it is new."""
+    paths: list[str] = []
+
+    def walk(tree: pygit2.Tree, prefix: str) -> None:
+        for entry in tree:
+            name = f"{prefix}{entry.name}"
+            if isinstance(entry, pygit2.Tree):
+                walk(entry, name + "/")
+            else:
+                paths.append(name)
+
+    walk(commit.tree, "")
+    return sorted(paths)

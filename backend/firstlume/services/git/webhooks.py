@@ -45,6 +45,10 @@ class Hook:
     def is_push(self) -> bool:
         return self.event.lower() in ("push", "push hook")
 
+    @property
+    def is_pull_request(self) -> bool:
+        return self.event.lower() in ("pull_request", "merge request hook")
+
 
 @dataclass(frozen=True)
 class Push:
@@ -148,6 +152,11 @@ def parse_push(hook: Hook, body: bytes) -> Push:
 def _sha(payload: dict[str, Any], key: str) -> str | None:
     value = payload.get(key)
     return value.lower() if isinstance(value, str) and SHA.match(value.lower()) else None
+
+
+def repository_urls(dialect: Dialect, payload: dict[str, Any]) -> list[str]:
+    """The repository's URLs a payload names (GitLab: its project's)."""
+    return _repository_urls(dialect, payload)
 
 
 def _repository_urls(dialect: Dialect, payload: dict[str, Any]) -> list[str]:

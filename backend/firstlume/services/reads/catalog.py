@@ -30,6 +30,7 @@ class OrganizationRecord:
     approvers: list[str] | None
     forbid_self_approval: bool | None
     policies: list[str] | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,7 @@ class FolderRecord:
     approvers: list[str] | None
     forbid_self_approval: bool | None
     policies: list[str] | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class StackRecord:
     # Which Git credential is stored ("https_token", "ssh_key"), never the credential; None: none.
     git_auth: str | None
     trigger: StackTrigger
+    pull_requests: str
     created_at: datetime
     require_approval: bool | None
     confirm_destructive: bool | None
@@ -68,6 +71,7 @@ class StackRecord:
     approvers: list[str] | None
     forbid_self_approval: bool | None
     policies: list[str] | None
+    pull_requests_from_forks: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, Table, bindparam, case, exists, func, select
+from sqlalchemy import Select, Table, and_, bindparam, case, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -61,6 +61,9 @@ class RunRecord:
     # Who started it when no user did: "git:<author email>" for a push, "schedule" for drift.
     trigger_actor: str | None
     trigger_upstream_run_id: str | None
+    proposed: bool
+    trigger_pull_request: dict[str, Any] | None
+    pull_request_id: str | None
     created_at: datetime
     created_by_id: str | None
     updated_at: datetime
@@ -186,7 +189,8 @@ def summary_of(run: RunRecord) -> Summary:
 
 async def _waiting_reasons(session: AsyncSession, runs: Sequence[RunRecord]) -> dict[str, str]:
     """For each run that waits for a person's state lock (runs.WAITS_FOR_STATE_LOCK), why."""
-    waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK]
+    # A proposed run takes no state lock: it never waits for one.
+    waiting = [r for r in runs if r.status in WAITS_FOR_STATE_LOCK and not r.proposed]
     if not waiting:
         return {}
     stack_ids = sorted({r.stack_id for r in waiting})
@@ -396,7 +400,12 @@ _earlier = aliased(Run, name="earlier")
 # How many queued runs of the run's stack arrived no later than it.
 _AHEAD = (
     select(func.count())
-    .where(_earlier.stack_id == Run.stack_id, _earlier.status == QUEUED, _earlier.number <= Run.number)
+    .where(
+        _earlier.stack_id == Run.stack_id,
+        _earlier.status == QUEUED,
+        _earlier.number <= Run.number,
+        _earlier.proposed == Run.proposed,
+    )
     .correlate(Run)
     .scalar_subquery()
 )
@@ -418,7 +427,10 @@ async def queue_positions(session: AsyncSession, run_ids: Sequence[str]) -> list
 async def lock_holders(session: AsyncSession, stack_ids: Sequence[str]) -> list[RunRecord | None]:
     """The run holding each stack's lock, if any (the database allows one per stack)."""
     rows = await column_rows(
-        session, select(*RUN_COLUMNS).where(Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES))
+        session,
+        select(*RUN_COLUMNS).where(
+            Run.stack_id.in_(set(stack_ids)), Run.status.in_(LOCK_VALUES), ~Run.proposed
+        ),
     )
     found = {r.stack_id: r for r in _runs(rows)}
     return [found.get(i) for i in stack_ids]
@@ -483,7 +495,7 @@ _creator, _approver = aliased(User, name="creator"), aliased(User, name="approve
 # is one statement unless it does (then a second one says whose lock, since when).
 _PERSON_LOCKED = case(
     (
-        Run.status.in_(sorted(WAITS_FOR_STATE_LOCK)),
+        and_(Run.status.in_(sorted(WAITS_FOR_STATE_LOCK)), ~Run.proposed),
         exists().where(StateHead.stack_id == Run.stack_id, held_by_person()),
     ),
     else_=False,

@@ -13,7 +13,7 @@ from strawberry import Private
 from strawberry.types import Info
 
 from firstlume.api.graphql.access import Member, Token, callers_grants, members_of, role_of, tokens_of
-from firstlume.api.graphql.enums import GitAuth, StackTrigger
+from firstlume.api.graphql.enums import GitAuth, PullRequestMode, StackTrigger
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.selections import selects
@@ -31,6 +31,7 @@ from firstlume.api.graphql.types.git import GitDelivery
 from firstlume.api.graphql.types.pagination import PageInfo, check_first
 from firstlume.api.graphql.types.plain import filled
 from firstlume.api.graphql.types.policies import Policy
+from firstlume.api.graphql.types.pull_requests import GitHost, PullRequest
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
@@ -41,9 +42,11 @@ from firstlume.services import accounts
 from firstlume.services.access import folder_grants
 from firstlume.services.context import Actor
 from firstlume.services.dependencies import config as dependency_config
+from firstlume.services.git import hosts
 from firstlume.services.policies import store as policy_store
 from firstlume.services.reads import catalog as catalog_reads
 from firstlume.services.reads import git as git_reads
+from firstlume.services.reads import pull_requests as pull_request_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads.catalog import DeletedStackRecord, FolderRecord, OrganizationRecord, StackRecord
 from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord
@@ -171,6 +174,24 @@ class Organization:
         async with self.loaders.reads.session() as session:
             rows = await git_reads.deliveries(session, self.row.id, first)
         return [GitDelivery.of(row) for row in rows]
+
+    @strawberry.field(
+        description="The pull requests seen, newest first (at most 100), each with its proposed runs; "
+        "`state` open or closed (closed or merged), `stack` those with a run of that stack. As GET "
+        "$O/pull-requests."
+    )
+    async def pull_requests(self, state: str | None = None, stack: str | None = None) -> list[PullRequest]:
+        if state is not None and state not in ("open", "closed"):
+            raise InvalidRequest("'state' must be open or closed.", field="state")
+        async with self.loaders.reads.session() as session:
+            rows = await pull_request_reads.pull_requests(session, self.row.id, state=state, stack_slug=stack)
+        return [PullRequest.of(row) for row in rows]
+
+    @strawberry.field(description="The Git hosts that receive statuses and comments (never their tokens).")
+    async def git_hosts(self) -> list[GitHost]:
+        async with self.loaders.reads.session() as session:
+            rows = await hosts.list_hosts(session, self.row.id)
+        return [GitHost.of(row) for row in rows]
 
     @strawberry.field(
         description="When the webhook secret was last set; null without one. The secret is write-only."
@@ -359,11 +380,15 @@ class Stack:
     trigger: StackTrigger = filled(
         "What a new commit on the branch that touches the stack (its path or config.yaml's watch globs) starts."
     )
+    pull_requests: PullRequestMode = filled(
+        "What a pull request against the branch that touches the stack starts: nothing, or a proposed plan."
+    )
     created_at: datetime = filled()
 
     def __post_init__(self) -> None:
         row = self.row
         self.trigger = StackTrigger(row.trigger)
+        self.pull_requests = PullRequestMode(row.pull_requests)
         self.id, self.slug, self.name = strawberry.ID(row.id), row.slug, row.name
         self.repository, self.branch, self.path = row.repository, row.branch, row.path
         self.git_auth = GitAuth(row.git_auth) if row.git_auth else None

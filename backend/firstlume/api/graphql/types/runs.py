@@ -220,11 +220,28 @@ class StateBackend:
     backend: str
 
 
+@strawberry.type(description="The pull request a proposed run plans, as it was when the run started.")
+class TriggerPullRequest:
+    number: int
+    url: str
+    title: str
+    author: str
+    head_sha: str
+    base_branch: str
+
+
 @strawberry.type(description="What started the run.")
 class RunTrigger:
     kind: TriggerKind
-    commit: str | None = strawberry.field(description="The pushed commit (push runs).")
-    delivery: str | None = strawberry.field(description="The Git delivery that started it (push runs).")
+    commit: str | None = strawberry.field(
+        description="The pushed commit (push runs), the PR head (proposed runs)."
+    )
+    delivery: str | None = strawberry.field(
+        description="The Git delivery that started it (push and PR runs)."
+    )
+    pull_request: TriggerPullRequest | None = strawberry.field(
+        default=None, description="The pull request (kind pull_request)."
+    )
     upstream_run: str | None = strawberry.field(
         default=None, description="The upstream apply whose changed outputs started it (dependency runs)."
     )
@@ -336,12 +353,18 @@ class Run:
     @strawberry.field
     def trigger(self) -> RunTrigger:
         run = self.row
+        pull = run.trigger_pull_request
         return RunTrigger(
             kind=TriggerKind(run.trigger_kind),
             commit=run.trigger_commit,
             delivery=run.trigger_delivery,
             upstream_run=run.trigger_upstream_run_id,
+            pull_request=TriggerPullRequest(**pull) if pull else None,
         )
+
+    @strawberry.field(description="A pull request's proposed run: it only plans, and is never applied.")
+    def proposed(self) -> bool:
+        return self.row.proposed
 
     @strawberry.field(description="The apply's failed resources; none means count 0.")
     def failed_resources(self) -> FailedResources:

@@ -8,7 +8,7 @@ import strawberry
 from strawberry import Private
 from strawberry.scalars import JSON
 
-from firstlume.api.graphql.enums import VariableKind
+from firstlume.api.graphql.enums import ForkPolicy, VariableKind
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.domain.inheritance import Resolved
 from firstlume.services import inherited
@@ -47,6 +47,12 @@ class ResolvedPolicies:
 
 
 @strawberry.type
+class ResolvedForkPolicy:
+    value: ForkPolicy
+    origin: str = strawberry.field(description=ORIGIN)
+
+
+@strawberry.type
 class EffectiveSettings:
     require_approval: ResolvedSetting
     confirm_destructive: ResolvedSetting
@@ -54,6 +60,7 @@ class EffectiveSettings:
     approvers: ResolvedPrincipals
     forbid_self_approval: ResolvedSetting
     policies: ResolvedPolicies
+    pull_requests_from_forks: ResolvedForkPolicy
 
     @classmethod
     def of(cls, resolved: dict[str, Resolved]) -> EffectiveSettings:
@@ -75,6 +82,10 @@ class EffectiveSettings:
                 value=list(resolved["policies"].value) if resolved["policies"].value is not None else None,
                 origin=resolved["policies"].origin,
             ),
+            pull_requests_from_forks=ResolvedForkPolicy(
+                value=ForkPolicy(resolved["pull_requests_from_forks"].value),
+                origin=resolved["pull_requests_from_forks"].origin,
+            ),
         )
 
 
@@ -86,6 +97,7 @@ class ExplicitSettings:
     approvers: list[str] | None
     forbid_self_approval: bool | None
     policies: list[str] | None
+    pull_requests_from_forks: ForkPolicy | None
 
 
 @strawberry.type
@@ -95,7 +107,11 @@ class Settings:
 
     @strawberry.field
     def explicit(self) -> ExplicitSettings:
-        return ExplicitSettings(**explicit_settings(self.scope))
+        explicit = explicit_settings(self.scope)
+        forks = explicit["pull_requests_from_forks"]
+        return ExplicitSettings(
+            **{**explicit, "pull_requests_from_forks": ForkPolicy(forks) if forks else None}
+        )
 
     @strawberry.field
     async def effective(self) -> EffectiveSettings:
