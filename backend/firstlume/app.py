@@ -33,6 +33,7 @@ from firstlume.api.rest import (
 from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.spa import spa_routes
+from firstlume.api.tfe import routes as tfe_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
 from firstlume.launchers.base import Launcher
@@ -167,6 +168,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *notification_routes.routes,
         *access_routes.routes,
         *audit_routes.routes,
+        # The HCP Terraform API the Terraform CLI speaks (a `cloud` block).
+        *tfe_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),

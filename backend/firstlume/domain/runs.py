@@ -79,6 +79,8 @@ class TriggerKind(StrEnum):
     MANUAL = "manual"
     PUSH = "push"
     SCHEDULE = "schedule"
+    # The Terraform CLI (a `cloud` block): the run plans an uploaded configuration version.
+    CLI = "cli"
 
 
 class Phase(StrEnum):

@@ -34,6 +34,7 @@ from firstlume.domain.runs import (
     RunStatus,
     RunType,
     StepStatus,
+    TriggerKind,
     is_running_phase,
     status_after_plan,
 )
@@ -41,6 +42,7 @@ from firstlume.protocol.events import ChangesStored, LogAppended, ResourcesChang
 from firstlume.protocol.executor import (
     CommitReport,
     ConfigurationReport,
+    ConfigurationSource,
     DriftBase,
     FinishReport,
     GitCredentials,
@@ -61,6 +63,7 @@ from firstlume.protocol.executor import (
 )
 from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import recorded_rules
+from firstlume.services.cli import confirmation as cli_confirmation
 from firstlume.services.context import Context, Unit
 from firstlume.services.drift.baseline import drift_base
 from firstlume.services.inherited import effective_settings, effective_variables
@@ -178,6 +181,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         heartbeat_timeout_seconds=ctx.settings.heartbeat_timeout,
         git_timeout_seconds=ctx.settings.git_timeout,
         state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
+        source=ConfigurationSource(configuration_version=run.trigger_delivery)
+        if run.trigger_kind == TriggerKind.CLI and run.trigger_delivery
+        else None,
     )
 
 
@@ -480,9 +486,13 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
         stack = await session.get(Stack, run.stack_id)
         assert stack is not None
         rules = await effective_settings(session, stack)
+        # A CLI run's apply waits for the CLI's "yes" (unless -auto-approve), on top of the rules.
+        by_cli = not rules["require_approval"].value and await cli_confirmation.confirmed_by_cli(session, run)
         recorded = {
-            "approval_required": bool(rules["require_approval"].value),
-            "approval_required_origin": rules["require_approval"].origin,
+            "approval_required": bool(rules["require_approval"].value) or by_cli,
+            "approval_required_origin": cli_confirmation.CLI_CONFIRMATION_ORIGIN
+            if by_cli
+            else rules["require_approval"].origin,
             "confirm_destructive": bool(rules["confirm_destructive"].value),
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
             **recorded_rules(rules),
