@@ -11,7 +11,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -49,12 +48,21 @@ class TlsServer:
     host: str  # "localhost:<port>", the cloud block's hostname
 
     def http(self, tenant: Tenant) -> httpx.Client:
-        return httpx.Client(headers=tenant.headers, verify=ssl.create_default_context(cafile=str(self.tls.ca_cert)), timeout=30)
+        return httpx.Client(
+            headers=tenant.headers,
+            verify=ssl.create_default_context(cafile=str(self.tls.ca_cert)),
+            timeout=30,
+        )
 
 
 def _ready(url: str, ca: Path) -> bool:
     try:
-        return httpx.get(url + "/readyz", timeout=2, verify=ssl.create_default_context(cafile=str(ca))).status_code == 200
+        return (
+            httpx.get(
+                url + "/readyz", timeout=2, verify=ssl.create_default_context(cafile=str(ca))
+            ).status_code
+            == 200
+        )
     except httpx.HTTPError:
         return False
 
@@ -84,7 +92,9 @@ def tls_server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[Tl
         )
     server = LiveServer(url=url, process=process, log_path=log_path, env=env)
     try:
-        wait_until(lambda: _ready(url, tls.ca_cert) or process.poll() is not None, 60, "the HTTPS control plane")
+        wait_until(
+            lambda: _ready(url, tls.ca_cert) or process.poll() is not None, 60, "the HTTPS control plane"
+        )
         assert process.poll() is None, server.log()
         yield TlsServer(server=server, tls=tls, host=f"localhost:{port}")
     finally:
@@ -98,7 +108,9 @@ def cli_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
     return terraform_env(tmp_path, credentials, SSL_CERT_FILE=str(served.tls.ca_cert))
 
 
-def tf(args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def tf(
+    args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         ["terraform", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240
     )
@@ -127,9 +139,11 @@ def test_init_plan_apply_output_state_destroy(tls_server: TlsServer, tenant: Ten
     runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
     apply_run = runs[0]
     assert (apply_run["type"], apply_run["status"]) == ("apply", "applied")
-    changes = http.get(f"{o}/runs/{apply_run['id']}/changes").json()
-    states = {c["address"]: c["state"] for group in changes["groups"] for c in group["changes"]} if "groups" in changes else None
-    assert states is None or set(states.values()) == {"done"}, changes
+    # Per-resource states, as for any run.
+    changes = http.get(f"{o}/runs/{apply_run['id']}/changes").text
+    for address in ("terraform_data.a", "terraform_data.b", "terraform_data.c"):
+        assert address in changes
+    assert '"state":"done"' in changes.replace(" ", ""), changes
 
     output = tf(["output", "-raw", "c"], code, env)
     assert output.stdout == "a"
@@ -143,10 +157,7 @@ def test_init_plan_apply_output_state_destroy(tls_server: TlsServer, tenant: Ten
     assert versions and versions[0]["run"]["id"] == apply_run["id"], versions
 
     destroyed = tf(["destroy"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
-    assert "Destroy complete! Resources: 3 destroyed." in destroyed.stdout, destroyed.stdout
+    # The remote apply's own summary, streamed from the executor's Terraform.
+    assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
     listed = tf(["state", "list"], code, env)
     assert listed.stdout.split() == []
-
-
-def _unused(_: Any) -> None:
-    pass

@@ -4,6 +4,7 @@ actions, plans and applies with their streamed logs, workspace locks, current st
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -35,6 +36,7 @@ from firstlume.services.state.callers import StateCaller
 API_VERSION = "2.5"
 V2 = "/api/v2"
 UPLOADS = "/_tfe/configuration-versions"
+LOGS = "/_tfe/logs"
 STX, ETX = "\x02", "\x03"
 PLAN_STEPS = ("checkout", "init", "plan")
 APPLY_STEPS = ("apply",)
@@ -326,6 +328,14 @@ async def get_run(request: Request) -> Response:
 
 
 @tfe_endpoint
+async def run_events(request: Request) -> Response:
+    """Policy and task warnings of a run: Firstlume has none to tell the CLI."""
+    async with read_in(request, _run_id(request, "run-", "run")) as (session, _, org, _o):
+        await _run_record(session, org, request.path_params["id"].removeprefix("run-"))
+    return document({"data": [], "meta": docs.page_meta(0)})
+
+
+@tfe_endpoint
 async def list_workspace_runs(request: Request) -> Response:
     async with read_in(request, _ws(request)) as (session, actor, org, owner):
         rows = await lookups.workspace_runs(session, owner.stack_id, 100)
@@ -378,7 +388,7 @@ async def cancel_run(request: Request) -> Response:
 async def get_plan(request: Request) -> Response:
     async with read_in(request, _run_id(request, "plan-", "plan")) as (session, _, org, _o):
         run = await _run_record(session, org, request.path_params["id"].removeprefix("plan-"))
-    url = f"{_base(request)}{V2}/plans/plan-{run.id}/logs"
+    url = _log_url(request, "plan", run.id)
     return document({"data": out.plan_json(run, url)})
 
 
@@ -386,31 +396,47 @@ async def get_plan(request: Request) -> Response:
 async def get_apply(request: Request) -> Response:
     async with read_in(request, _run_id(request, "apply-", "apply")) as (session, _, org, _o):
         run = await _run_record(session, org, request.path_params["id"].removeprefix("apply-"))
-    url = f"{_base(request)}{V2}/applies/apply-{run.id}/logs"
+    url = _log_url(request, "apply", run.id)
     return document({"data": out.apply_json(run, url)})
 
 
-async def _log(request: Request, prefix: str, steps: tuple[str, ...], done: frozenset[RunStatus]) -> Response:
+def _log_url(request: Request, phase: str, run_id: str) -> str:
+    """A log's read URL: the CLI reads it without its token, so the URL carries its own
+    credential, sealed with the key ring and bound to the run and phase (it opens no other)."""
+    seal = context_of(request).keyring.encrypt(b"", _log_context(phase, run_id))
+    return f"{_base(request)}{LOGS}/{phase}/{run_id}/{base64.urlsafe_b64encode(seal).decode().rstrip('=')}"
+
+
+def _log_context(phase: str, run_id: str) -> str:
+    return f"tfe-log:{phase}:{run_id}"
+
+
+def _check_log_seal(request: Request, phase: str, run_id: str) -> None:
+    given = request.path_params["seal"]
+    try:
+        seal = base64.urlsafe_b64decode(given + "=" * (-len(given) % 4))
+        context_of(request).keyring.decrypt(seal, _log_context(phase, run_id))
+    except Exception:
+        raise NotFound("No log at this URL.") from None
+
+
+@tfe_endpoint
+async def read_log(request: Request) -> Response:
     """A phase's log as the CLI reads it: bytes from `offset`, at most `limit`; STX first, and
     ETX once the phase is over (its status is read first, so every byte it logged is in)."""
+    phase, run_id = request.path_params["phase"], request.path_params["run"]
+    if phase not in ("plan", "apply"):
+        raise NotFound("No log at this URL.")
+    _check_log_seal(request, phase, run_id)
     offset = int_param(request, "offset", 0, 0, 2**62) or 0
     limit = int_param(request, "limit", MAX_LOG_READ, 1, 2**31) or MAX_LOG_READ
-    async with read_in(request, _run_id(request, prefix, prefix.rstrip("-"))) as (session, _, org, _o):
-        run = await _run_record(session, org, request.path_params["id"].removeprefix(prefix))
+    steps, done = (PLAN_STEPS, out.PLAN_DONE) if phase == "plan" else (APPLY_STEPS, out.APPLY_DONE)
+    async with context_of(request).db.read() as session:
+        run = await lookups.run_row(session, run_id)
         finished = RunStatus(run.status) in done
         text = await lookups.log_text(session, run.id, steps)
     whole = (STX + text + (ETX if finished else "")).encode()
     return Response(whole[offset : offset + min(limit, MAX_LOG_READ)], media_type="text/plain")
-
-
-@tfe_endpoint
-async def plan_log(request: Request) -> Response:
-    return await _log(request, "plan-", PLAN_STEPS, out.PLAN_DONE)
-
-
-@tfe_endpoint
-async def apply_log(request: Request) -> Response:
-    return await _log(request, "apply-", APPLY_STEPS, out.APPLY_DONE)
 
 
 # -- state ------------------------------------------------------------------------------------------
@@ -451,11 +477,34 @@ async def download_state_version(request: Request) -> Response:
 
 @tfe_endpoint
 async def current_outputs(request: Request) -> Response:
-    # No detailed types: the CLI then reads the outputs from the state itself (its fallback),
-    # so a sensitive value is never sent here.
-    async with read_in(request, _ws(request)) as (_session, _, _org, _owner):
-        pass
-    return document({"data": [], "meta": docs.page_meta(0)})
+    """The current state's root outputs. A sensitive one goes without its value and without its
+    detailed type: the CLI then reads the outputs from the state itself (its fallback, which needs
+    the operator's right to read state), so no secret is ever in this answer."""
+    ctx = context_of(request)
+    async with read_in(request, _ws(request)) as (session, _, org, owner):
+        stack = await catalog.stack_by_slug(session, org, owner.stack_slug)
+        raw = await store.current_state(session, ctx.keyring, stack, ".")
+    outputs = json.loads(raw).get("outputs", {}) if raw else {}
+    data = []
+    for name, output in outputs.items() if isinstance(outputs, dict) else ():
+        sensitive = bool(output.get("sensitive"))
+        attributes: dict[str, Any] = {
+            "name": name,
+            "sensitive": sensitive,
+            "type": _simple_type(output.get("type")),
+            "value": None if sensitive else output.get("value"),
+        }
+        if not sensitive:
+            attributes["detailed-type"] = output.get("type")
+        data.append(docs.resource("state-version-outputs", f"wsout-{owner.stack_id}-{name}", attributes))
+    return document({"data": data, "meta": docs.page_meta(len(data))})
+
+
+def _simple_type(detailed: Any) -> str:
+    kind = detailed[0] if isinstance(detailed, list) and detailed else detailed
+    return {"object": "object", "tuple": "array", "list": "array", "set": "array", "map": "object"}.get(
+        str(kind), str(kind)
+    )
 
 
 async def _workspace_lock_caller(session: Session, request: Request) -> tuple[StateCaller, str]:
@@ -550,13 +599,13 @@ routes = [
     Route(f"{UPLOADS}/{{cv}}/{{secret}}", upload_configuration, methods=["PUT"], name="tfe.upload"),
     Route(f"{V2}/runs", create_run, methods=["POST"], name="tfe.create_run"),
     Route(f"{V2}/runs/{{id}}", get_run, methods=["GET"], name="tfe.run"),
+    Route(f"{V2}/runs/{{id}}/run-events", run_events, methods=["GET"], name="tfe.run_events"),
     Route(f"{V2}/runs/{{id}}/actions/apply", apply_run, methods=["POST"], name="tfe.apply_run"),
     Route(f"{V2}/runs/{{id}}/actions/discard", discard_run, methods=["POST"], name="tfe.discard_run"),
     Route(f"{V2}/runs/{{id}}/actions/cancel", cancel_run, methods=["POST"], name="tfe.cancel_run"),
     Route(f"{V2}/plans/{{id}}", get_plan, methods=["GET"], name="tfe.plan"),
-    Route(f"{V2}/plans/{{id}}/logs", plan_log, methods=["GET"], name="tfe.plan_log"),
     Route(f"{V2}/applies/{{id}}", get_apply, methods=["GET"], name="tfe.apply"),
-    Route(f"{V2}/applies/{{id}}/logs", apply_log, methods=["GET"], name="tfe.apply_log"),
+    Route(f"{LOGS}/{{phase}}/{{run}}/{{seal}}", read_log, methods=["GET"], name="tfe.log"),
     Route(
         f"{V2}/state-versions/{{sv}}/download",
         download_state_version,

@@ -63,6 +63,7 @@ REST: dict[str, Need] = {
     "tfe.ping": Open.PUBLIC,
     "tfe.motd": Open.PUBLIC,
     "tfe.upload": Open.PUBLIC,
+    "tfe.log": Open.PUBLIC,
     "tfe.account_details": Open.SIGNED_IN,
     **{
         f"tfe.{name}": R
@@ -79,9 +80,8 @@ REST: dict[str, Need] = {
             "cv",
             "run",
             "plan",
-            "plan_log",
+            "run_events",
             "apply",
-            "apply_log",
         )
     },
     **{
