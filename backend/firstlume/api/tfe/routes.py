@@ -162,10 +162,11 @@ async def get_workspace_by_name(request: Request) -> Response:
 
 @tfe_endpoint
 async def create_workspace(request: Request) -> Response:
-    body = docs.parse(docs.WorkspaceDocument, await json_body(request))
+    raw = await json_body(request)
     ctx = context_of(request)
     async with ctx.unit() as unit:
         actor, org = await authenticated_in(unit.session, request, request.path_params["org"])
+        body = docs.parse(docs.WorkspaceDocument, raw)
         stack, created = await workspaces.ensure_workspace(unit, ctx.keyring, org, body.data.attributes.name)
         if not created:
             raise Conflict(f"A workspace '{stack.slug}' already exists in this organization.", field="name")
