@@ -428,6 +428,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
     Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
+    Endpoint(
+        "GET", "/configuration-version", None, None, "200",
+        "a CLI run's uploaded code (the spec's `source`), as a .tar.gz; 404 for a run of a repository",
+    ),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",
