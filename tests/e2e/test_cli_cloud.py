@@ -118,7 +118,9 @@ def tf(
     return result
 
 
-def test_init_plan_apply_output_state_destroy(tls_server: TlsServer, tenant: Tenant, tmp_path: Path) -> None:
+def test_init_plan_apply_output_state_destroy(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     code = tmp_path / "code"
     code.mkdir()
     (code / "main.tf").write_text(main_tf(tls_server.host, tenant.org))
@@ -130,6 +132,7 @@ def test_init_plan_apply_output_state_destroy(tls_server: TlsServer, tenant: Ten
     assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
 
     http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
     o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
     runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
     assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
