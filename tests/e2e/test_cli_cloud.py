@@ -4,6 +4,7 @@ and destroy; the runs and state versions are Firstlume's own."""
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -111,9 +113,14 @@ def cli_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
 def tf(
     args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["terraform", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240
-    )
+    try:
+        result = subprocess.run(
+            ["terraform", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise AssertionError(
+            f"terraform {' '.join(args)} did not finish:\n{expired.stdout!r}"[-3000:]
+        ) from None
     assert result.returncode == 0, f"terraform {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -164,3 +171,84 @@ def test_init_plan_apply_output_state_destroy(
     assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
     listed = tf(["state", "list"], code, env)
     assert listed.stdout.split() == []
+
+
+def _latest_run(http: httpx.Client, o: str) -> dict[str, Any] | None:
+    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+    return runs[0] if runs else None
+
+
+def _wait_for_approval(http: httpx.Client, o: str, cli: subprocess.Popen[str], before: str) -> dict[str, Any]:
+    def awaiting() -> dict[str, Any] | None:
+        assert cli.poll() is None, cli.communicate()
+        run = _latest_run(http, o)
+        return run if run and run["id"] != before and run["status"] == "awaiting_approval" else None
+
+    return wait_until(awaiting, 120, "the CLI's run to wait for its approval")
+
+
+def test_confirm_destructive_is_approved_in_firstlume_while_the_cli_waits(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    main = main_tf(tls_server.host, tenant.org)
+    (code / "main.tf").write_text(main)
+    env = cli_env(tmp_path, tls_server, tenant.token)
+    tf(["init", "-input=false"], code, env)
+    http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
+    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
+    tf(["apply", "-input=false", "-auto-approve"], code, env)
+    response = http.patch(
+        f"{o}/stacks/{WORKSPACE}/settings", content=json.dumps({"confirm_destructive": True})
+    )
+    assert response.status_code == 200, response.text
+
+    cloud = main.split("resource ")[0]
+    without_b = (
+        cloud
+        + 'resource "terraform_data" "a" { input = "a" }\n'
+        + main[main.index('resource "terraform_data" "c"') :]
+    )
+    only_a = cloud + 'resource "terraform_data" "a" { input = "a" }\n'
+    for flags, removed, config in (
+        ([], "terraform_data.b", without_b),
+        (["-auto-approve"], "terraform_data.c", only_a),
+    ):
+        (code / "main.tf").write_text(config)
+        before = _latest_run(http, o)
+        assert before is not None
+        cli = subprocess.Popen(
+            ["terraform", "apply", *flags],
+            cwd=code,
+            env={**env, "TF_INPUT": "1"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert cli.stdin is not None
+            cli.stdin.write("yes\n")
+            cli.stdin.flush()
+            run = _wait_for_approval(http, o, cli, before["id"])
+            # The CLI's "yes" (or -auto-approve) is not the approval the stack asks for.
+            refused = http.post(f"{tls_server.server.url}/api/v2/runs/run-{run['id']}/actions/apply")
+            assert refused.status_code == 409, refused.text
+            assert _latest_run(http, o)["status"] == "awaiting_approval"  # type: ignore[index]
+            assert cli.poll() is None
+            approved = http.post(
+                f"{o}/runs/{run['id']}/approve", content=json.dumps({"acknowledged": [removed]})
+            )
+            assert approved.status_code == 200, approved.text
+            output, _ = cli.communicate(timeout=180)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+        assert cli.returncode == 0, output
+        assert "This run must be approved in Firstlume" in output, output
+        assert f"/orgs/{tenant.org}/runs/{run['id']}" in output, output
+        assert "1 destroyed" in output, output
+        assert _latest_run(http, o)["status"] == "applied"  # type: ignore[index]

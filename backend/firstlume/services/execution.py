@@ -486,13 +486,22 @@ async def finish_phase(unit: Unit, run: Run, token: PhaseToken, report: FinishRe
         stack = await session.get(Stack, run.stack_id)
         assert stack is not None
         rules = await effective_settings(session, stack)
-        # A CLI run's apply waits for the CLI's "yes" (unless -auto-approve), on top of the rules.
-        by_cli = not rules["require_approval"].value and await cli_confirmation.confirmed_by_cli(session, run)
+        # A CLI run's apply waits for the CLI's "yes"; -auto-approve gave it in advance.
+        destructive = bool(run.summary_delete or run.summary_replace)
+        required, origin = await cli_confirmation.approval_of_cli_run(
+            session,
+            run,
+            required=bool(rules["require_approval"].value),
+            origin=rules["require_approval"].origin,
+            needs_more=bool(
+                (rules["confirm_destructive"].value and destructive)
+                or rules["approvers"].value
+                or rules["forbid_self_approval"].value
+            ),
+        )
         recorded = {
-            "approval_required": bool(rules["require_approval"].value) or by_cli,
-            "approval_required_origin": cli_confirmation.CLI_CONFIRMATION_ORIGIN
-            if by_cli
-            else rules["require_approval"].origin,
+            "approval_required": required,
+            "approval_required_origin": origin,
             "confirm_destructive": bool(rules["confirm_destructive"].value),
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
             **recorded_rules(rules),

@@ -271,9 +271,10 @@ async def _run_record(session: Session, org: OrganizationRecord, plain_id: str) 
 async def _run_document(session: Session, run: RunRecord, role: str | None) -> dict[str, Any]:
     record = await lookups.cli_run(session, run.id)
     destructive = run.summary_delete + run.summary_replace
+    cli_confirms = record is not None and not record.auto_apply
     return out.run_json(
         run,
-        confirmable=cli_runs.confirmable(run, destructive),
+        confirmable=cli_runs.confirmable(run, destructive, cli_confirms=cli_confirms),
         role=role,
         message=record.message if record else None,
         auto_apply=bool(record.auto_apply) if record else False,
@@ -353,12 +354,12 @@ async def apply_run(request: Request) -> Response:
     async with change_in(request, _run_id(request, "run-", "run")) as (unit, actor, org, _):
         plain = request.path_params["id"].removeprefix("run-")
         run = await _run_record(unit.session, org, plain)
-        if not cli_runs.confirmable(run, run.summary_delete + run.summary_replace):
+        if not cli_runs.confirmable(run, run.summary_delete + run.summary_replace, cli_confirms=True):
             raise Conflict(
                 f"Run run-{plain} cannot be confirmed from the CLI (it is {run.status}); its stack's rules ask "
-                "for an approval in Firstlume."
+                f"for an approval in Firstlume: {_run_page(request, org.slug, run.id)}"
             )
-        await cli_runs.apply(unit, actor, org, plain)
+        await cli_runs.apply(unit, actor, org, run)
     return Response(status_code=202)
 
 
@@ -390,7 +391,8 @@ async def get_plan(request: Request) -> Response:
     async with read_in(request, _run_id(request, "plan-", "plan")) as (session, _, org, _o):
         run = await _run_record(session, org, request.path_params["id"].removeprefix("plan-"))
     url = _log_url(request, "plan", run.id)
-    return document({"data": out.plan_json(run, url)})
+    waits = cli_runs.needs_firstlume_approval(run, run.summary_delete + run.summary_replace)
+    return document({"data": out.plan_json(run, url, waits_for_approval=waits)})
 
 
 @tfe_endpoint
@@ -421,6 +423,22 @@ def _check_log_seal(request: Request, phase: str, run_id: str) -> None:
         raise NotFound("No log at this URL.") from None
 
 
+def _run_page(request: Request, org_slug: str, run_id: str) -> str:
+    return f"{_base(request)}/orgs/{org_slug}/runs/{run_id}"
+
+
+def _approval_notice(request: Request, org_slug: str, run_id: str, destructive: bool) -> str:
+    why = (
+        "its destructive changes must be confirmed one by one"
+        if destructive
+        else "it needs one of the stack's named approvers, or someone other than who started it"
+    )
+    return (
+        f"\nThis run must be approved in Firstlume ({why}): {_run_page(request, org_slug, run_id)}\n"
+        "Waiting for the approval there...\n"
+    )
+
+
 @tfe_endpoint
 async def read_log(request: Request) -> Response:
     """A phase's log as the CLI reads it: bytes from `offset`, at most `limit`; STX first, and
@@ -434,8 +452,15 @@ async def read_log(request: Request) -> Response:
     steps, done = (PLAN_STEPS, out.PLAN_DONE) if phase == "plan" else (APPLY_STEPS, out.APPLY_DONE)
     async with context_of(request).db.read() as session:
         run = await lookups.run_row(session, run_id)
+        org_slug = (await lookups.run_owner(session, f"run-{run.id}")).org_slug
         finished = RunStatus(run.status) in done
         text = await lookups.log_text(session, run.id, steps)
+    destructive = run.summary_delete + run.summary_replace
+    if phase == "plan" and finished and cli_runs.approval_in_firstlume(run, destructive):
+        # The CLI's "yes" is not enough: the plan's log says where to approve, and stays open
+        # until the run is approved (or discarded) in Firstlume; the CLI waits meanwhile.
+        finished = not cli_runs.needs_firstlume_approval(run, destructive)
+        text += _approval_notice(request, org_slug, run.id, bool(run.confirm_destructive and destructive))
     whole = (STX + text + (ETX if finished else "")).encode()
     return Response(whole[offset : offset + min(limit, MAX_LOG_READ)], media_type="text/plain")
 

@@ -44,10 +44,11 @@ def failed_in_apply(run: RunRecord) -> bool:
     )
 
 
-def plan_status(run: RunRecord) -> str:
+def plan_status(run: RunRecord, *, waits_for_approval: bool = False) -> str:
     if run.status == S.QUEUED:
         return "pending"
-    if run.status == S.PLANNING:
+    if run.status == S.PLANNING or waits_for_approval:
+        # A run approved only in Firstlume: the CLI goes on reading the plan's log meanwhile.
         return "running"
     if run.status == S.CANCELED and not run.has_plan:
         return "canceled"
@@ -179,9 +180,9 @@ def run_json(run: RunRecord, *, confirmable: bool, role: str | None, message: st
     return resource("runs", f"run-{run.id}", attributes, relationships)
 
 
-def plan_json(run: RunRecord, log_url: str) -> dict[str, Any]:
+def plan_json(run: RunRecord, log_url: str, *, waits_for_approval: bool = False) -> dict[str, Any]:
     attributes = {
-        "status": plan_status(run),
+        "status": plan_status(run, waits_for_approval=waits_for_approval),
         "has-changes": has_changes(run),
         "resource-additions": run.summary_create + run.summary_replace,
         "resource-changes": run.summary_update,

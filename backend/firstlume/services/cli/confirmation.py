@@ -1,4 +1,8 @@
-"""Whether the CLI's "yes" is what a run's apply waits for (read when its plan finishes)."""
+"""Whether a CLI run's apply waits for an approval, read when its plan finishes: `terraform apply`
+waits for the CLI's "yes" (a Firstlume approval by the person at the CLI); `-auto-approve` is
+that approval given in advance. Either is enough only where the stack's rules ask for no more
+(destructive changes confirmed one by one, named approvers, no self-approval): the run then waits
+for its approval in Firstlume, as any run would."""
 
 from __future__ import annotations
 
@@ -9,13 +13,22 @@ from firstlume.db.models import Run
 from firstlume.db.models_cli import CliRun
 from firstlume.domain.runs import TriggerKind
 
-# The origin a run's approval rule records when the CLI's "yes" is what it waits for.
+# The origin a run's approval rule records when the CLI decided it.
 CLI_CONFIRMATION_ORIGIN = "cli"
+AUTO_APPROVE_ORIGIN = "cli -auto-approve"
 
 
-async def confirmed_by_cli(session: AsyncSession, run: Run) -> bool:
-    """True for a CLI run started without -auto-approve; False for every other run."""
+async def approval_of_cli_run(
+    session: AsyncSession, run: Run, *, required: bool, origin: str, needs_more: bool
+) -> tuple[bool, str]:
+    """(approval required, its origin) for `run`; the rules' own answer for a run not the CLI's."""
     if run.trigger_kind != TriggerKind.CLI:
-        return False
+        return required, origin
     auto_apply = await session.scalar(select(CliRun.auto_apply).where(CliRun.run_id == run.id))
-    return auto_apply is False
+    if auto_apply is None:
+        return required, origin
+    if not auto_apply:
+        return True, origin if required else CLI_CONFIRMATION_ORIGIN
+    if required and not needs_more:
+        return False, AUTO_APPROVE_ORIGIN
+    return required, origin

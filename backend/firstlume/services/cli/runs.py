@@ -52,16 +52,34 @@ async def cli_run(session: AsyncSession, run_id: str) -> CliRun | None:
     return await session.get(CliRun, run_id)
 
 
-def confirmable(run: RunRecord | Run, destructive: int) -> bool:
-    """Whether the CLI's "yes" is enough to approve the run: it waits for approval, and no rule
-    of the stack asks for more (destructive changes confirmed one by one, named approvers)."""
-    if run.status != RunStatus.AWAITING_APPROVAL:
+def approval_in_firstlume(run: RunRecord | Run, destructive: int) -> bool:
+    """Whether the run's approval is one the CLI's "yes" cannot give: destructive changes the
+    stack wants confirmed one by one, named approvers, or no self-approval (the rules recorded
+    when its plan finished)."""
+    if not run.approval_required:
         return False
-    if run.confirm_destructive and destructive:
-        return False
-    return not run.approvers
+    return bool((run.confirm_destructive and destructive) or run.approvers or run.forbid_self_approval)
 
 
-async def apply(unit: Unit, actor: Actor, org: OrganizationRecord, run_id: str) -> RunRecord:
-    """The CLI's "yes": the run's approval, with nothing acknowledged."""
-    return await runs.approve_run(unit, actor, org, run_id, ApproveRun())
+def needs_firstlume_approval(run: RunRecord | Run, destructive: int) -> bool:
+    """Whether the run waits, now, for such an approval."""
+    return run.status == RunStatus.AWAITING_APPROVAL and approval_in_firstlume(run, destructive)
+
+
+APPROVED = frozenset({RunStatus.APPLY_QUEUED, RunStatus.APPLYING, RunStatus.APPLIED})
+
+
+def confirmable(run: RunRecord | Run, destructive: int, *, cli_confirms: bool) -> bool:
+    """Whether the CLI may confirm the run: it waits for approval and its "yes" is enough; or it
+    was approved in Firstlume while the CLI waited (its "yes" then only goes on to the apply)."""
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        return not needs_firstlume_approval(run, destructive)
+    return cli_confirms and run.approved_at is not None and run.status in APPROVED
+
+
+async def apply(unit: Unit, actor: Actor, org: OrganizationRecord, run: RunRecord) -> None:
+    """The CLI's "yes": the run's approval, with nothing acknowledged; nothing more when the run
+    was approved in Firstlume meanwhile."""
+    if run.status in APPROVED and run.approved_at is not None:
+        return
+    await runs.approve_run(unit, actor, org, run.id, ApproveRun())
