@@ -150,6 +150,7 @@ BODIES = {
     "state.unlock": lambda n: LOCK,
     "stacks.update": lambda n: {"trigger": "plan"},
     "git.hosts.put": lambda n: {"kind": "github", "api_url": "https://api.github.com", "token": f"t-{n}"},
+    "tfe.create_workspace": lambda n: {"data": {"type": "workspaces", "attributes": {"name": f"w-{n}"}}},
     "notifications.create": lambda n: {
         "name": f"n-{n}",
         "url": "http://127.0.0.1:9/x",
@@ -200,6 +201,10 @@ async def test_every_rest_route_allows_and_refuses_as_the_table_says(
     for n, route in enumerate(r for r in app.routes if isinstance(r, Route)):
         need = REST[route.name]
         if need in NOT_IN_ORGANIZATIONS:
+            continue
+        if route.name.startswith("tfe.") and "{org}" not in route.path:
+            # The HCP Terraform API's routes by id authenticate in the id's organization:
+            # tests/test_cli_configuration_upload.py checks them.
             continue
         path = concrete(route.path, values)
         for method in sorted((route.methods or set()) - {"HEAD"}):

@@ -39,6 +39,7 @@ from firstlume.api.rest.guard import guard
 from firstlume.api.rest.http import not_found_route
 from firstlume.api.session_cookie import SessionCookies
 from firstlume.api.spa import spa_routes
+from firstlume.api.tfe import routes as tfe_routes
 from firstlume.db.engine import Database
 from firstlume.keys import load_keyring
 from firstlume.launchers.base import Launcher
@@ -203,6 +204,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *audit_routes.routes,
         *dependency_routes.routes,
         *sso_routes.routes,
+        # The HCP Terraform API the Terraform CLI speaks (a `cloud` block).
+        *tfe_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other
         # methods gets its 405 here, in the API's JSON shape, not Starlette's plain text.
         Route("/api/{rest:path}", not_found_route, methods=list(API_METHODS)),

@@ -8,6 +8,7 @@ import asyncio
 import gc
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -65,10 +66,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from firstlume.app import create_app
     from firstlume.keys import load_keyring
 
+    cert = args.tls_cert or settings.tls_cert
+    key = args.tls_key or settings.tls_key
+    if (cert is None) != (key is None):
+        print(
+            "firstlume serve: HTTPS needs both --tls-cert and --tls-key (FIRSTLUME_TLS_CERT, FIRSTLUME_TLS_KEY)"
+        )
+        return 2
     if "public_url" not in settings.model_fields_set:
         # Local executors reach the control plane where it listens.
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-        settings = settings.model_copy(update={"public_url": f"http://{host}:{args.port}"})
+        scheme = "https" if cert else "http"
+        settings = settings.model_copy(update={"public_url": f"{scheme}://{host}:{args.port}"})
     from firstlume.logs import configure
 
     configure(settings.log_format, args.log_level)
@@ -85,6 +94,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,
         ws="websockets-sansio",
+        ssl_certfile=str(cert) if cert else None,
+        ssl_keyfile=str(key) if key else None,
     )
     return 0
 
@@ -211,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--tls-cert", type=Path, help="serve HTTPS with this PEM certificate (FIRSTLUME_TLS_CERT)"
+    )
+    serve.add_argument("--tls-key", type=Path, help="the certificate's PEM private key (FIRSTLUME_TLS_KEY)")
     serve.set_defaults(handler=cmd_serve)
 
     executor = sub.add_parser("executor", help="run one phase of a run (configured by environment)")

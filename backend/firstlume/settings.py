@@ -510,6 +510,16 @@ class Settings(_EnvSettings):
         gt=0,
         description="largest plan upload (executor) or state write (Terraform's http backend), in bytes (larger: 413)",
     )
+    tls_cert: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) to serve HTTPS with (`serve --tls-cert`); the Terraform CLI speaks only HTTPS",
+        json_schema_extra=doc(default_text="none: plain HTTP"),
+    )
+    tls_key: Path | None = Field(
+        default=None,
+        description="PEM private key of the TLS certificate (`serve --tls-key`)",
+        json_schema_extra=doc(default_text="none", secret=True),
+    )
     log_format: Literal["json", "text"] = Field(
         default="json",
         description="`json`: one object per line with a request id; `text` for a terminal (`make run`)",

@@ -522,6 +522,9 @@ import firstlume.db.models_git  # noqa: E402, F401  (Git-driven runs' tables joi
 # Modules of other features that add tables to Base (imported so that Base.metadata holds them).
 from firstlume.db import models_audit as models_audit  # noqa: E402
 
+# The Terraform CLI's configuration versions and runs (a module of their own, the same metadata).
+from firstlume.db import models_cli as _models_cli  # noqa: E402, F401
+
 # Stack dependencies' tables join this metadata too.
 from firstlume.db import models_dependencies as _models_dependencies  # noqa: E402, F401
 

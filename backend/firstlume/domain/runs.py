@@ -82,6 +82,8 @@ class TriggerKind(StrEnum):
     DEPENDENCY = "dependency"
     # A pull request's head: a proposed run (a plan that never applies).
     PULL_REQUEST = "pull_request"
+    # The Terraform CLI (a `cloud` block): the run plans an uploaded configuration version.
+    CLI = "cli"
 
 
 class Phase(StrEnum):

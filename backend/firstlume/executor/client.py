@@ -183,6 +183,12 @@ class ExecutorClient:
     async def get_plan(self) -> PlanDownload:
         return await self._answer("GET", "/plan", PlanDownload)
 
+    async def get_configuration(self) -> bytes:
+        """A CLI run's uploaded code: the .tar.gz as the CLI sent it."""
+        response = await self._request("GET", "/configuration-version")
+        assert response is not None
+        return response.content
+
     async def report_resources(self, updates: list[ResourceReport]) -> None:
         await self._request("POST", "/resources", ResourceReports(updates=updates))
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from firstlume.domain.apply_events import FAILED, ApplyTracker, ResourceUpdate
 from firstlume.domain.runs import APPLY_STEP, Phase, RunType, StepStatus
+from firstlume.domain.tarballs import UnsafeTarball, extract_tarball
 from firstlume.executor.checkout import (
     OVERALL_FACTOR,
     CheckoutError,
@@ -46,12 +47,18 @@ from firstlume.executor.engines.base import engine_environment, write_var_file
 from firstlume.executor.engines.messages import readable_message
 from firstlume.executor.heartbeat import Heartbeat
 from firstlume.executor.logs import LogShipper, LogText, Masker, secret_strings
-from firstlume.executor.managed_state import MANAGED_BACKEND, credentials_environment, write_overrides
+from firstlume.executor.managed_state import (
+    MANAGED_BACKEND,
+    ManagedUnit,
+    credentials_environment,
+    write_overrides,
+)
 from firstlume.executor.reports import OrderedReports
 from firstlume.executor.resources import ResourceShipper
 from firstlume.protocol.executor import (
     CommitEntry,
     ConfigurationEntry,
+    ConfigurationSource,
     FinishAnswer,
     LogBatch,
     PhaseResult,
@@ -287,33 +294,11 @@ class PhaseRunner:
     # -- phases ---------------------------------------------------------------------------------
 
     async def _plan_phase(self, spec: PhaseSpec) -> None:
-        stack = spec.stack
         async with self._step("checkout"):
-            branch = stack.branch or "main"
-            if spec.drift_base is not None:
-                base = spec.drift_base
-                self._log(
-                    f"Drift check: planning commit {base.commit_sha}, the one the stack's last "
-                    f"successful apply (run #{base.run_number}) applied, not the tip of {branch}"
-                )
-            if spec.commit_sha:
-                # A push run plans the commit that was pushed, not whatever the tip is now; a
-                # drift run the commit that was applied.
-                self._log(f"Cloning {display_url(stack.repository)} at commit {spec.commit_sha}")
-                commit = await self._checkout(spec, sha=spec.commit_sha)
+            if spec.source is not None:
+                code_dir = await self._unpack(spec.source)
             else:
-                self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
-                commit = await self._checkout(spec, branch=branch)
-            self.reports.send(
-                CommitEntry(
-                    kind="commit",
-                    sha=commit.sha,
-                    author=commit.author,
-                    message=commit.message,
-                    url=commit.url,
-                )
-            )
-            code_dir = self._code_dir(stack.path, commit)
+                code_dir = await self._plan_checkout(spec)
             config = load_config(code_dir)
             variables = merge_variables(spec.variables, config)
             public = [
@@ -339,7 +324,55 @@ class PhaseRunner:
             self._manage_state(spec, engine)
             await engine.init()
             self.reports.send(self._state_backends(engine))
+        await self._plan_step(spec, engine, variables)
 
+    async def _unpack(self, source: ConfigurationSource) -> Path:
+        """A CLI run's code: its uploaded configuration, unpacked safely (no path out of the
+        directory, no link out, within the size and file limits)."""
+        self._log(
+            f"Unpacking configuration version {source.configuration_version} (uploaded by the Terraform CLI)"
+        )
+        archive = await self.client.get_configuration()
+        dest = self.work_dir / "checkout"
+        if dest.exists():
+            await asyncio.to_thread(shutil.rmtree, dest)
+        dest.mkdir(parents=True)
+        try:
+            summary = await asyncio.to_thread(extract_tarball, archive, dest)
+        except UnsafeTarball as error:
+            raise PhaseFailure(str(error)) from None
+        self._log(f"Unpacked {summary.files} entries")
+        return dest
+
+    async def _plan_checkout(self, spec: PhaseSpec) -> Path:
+        stack = spec.stack
+        branch = stack.branch or "main"
+        if spec.drift_base is not None:
+            base = spec.drift_base
+            self._log(
+                f"Drift check: planning commit {base.commit_sha}, the one the stack's last "
+                f"successful apply (run #{base.run_number}) applied, not the tip of {branch}"
+            )
+        if spec.commit_sha:
+            # A push run plans the commit that was pushed, not whatever the tip is now; a
+            # drift run the commit that was applied.
+            self._log(f"Cloning {display_url(stack.repository)} at commit {spec.commit_sha}")
+            commit = await self._checkout(spec, sha=spec.commit_sha)
+        else:
+            self._log(f"Cloning {display_url(stack.repository)} at the tip of {branch}")
+            commit = await self._checkout(spec, branch=branch)
+        self.reports.send(
+            CommitEntry(
+                kind="commit",
+                sha=commit.sha,
+                author=commit.author,
+                message=commit.message,
+                url=commit.url,
+            )
+        )
+        return self._code_dir(stack.path, commit)
+
+    async def _plan_step(self, spec: PhaseSpec, engine: Engine, variables: list[Variable]) -> None:
         async with self._step("plan", last=True):
             terraform_values = {v.name: v.value for v in variables if v.kind == "terraform"}
             var_file = write_var_file(self.work_dir, terraform_values)
@@ -371,31 +404,17 @@ class PhaseRunner:
         # A run has one step per name, and the control plane refuses to start a finished step
         # again: checkout and init already ran in the plan phase. The apply phase is one step,
         # `apply`, whose log has the checkout, init and apply parts under their own headings.
-        stack = spec.stack
         async with self._step(APPLY_STEP, heading=False, last=True):
             self._heading("checkout")
-            # The spec names the plan's commit: it is cloned while the plan downloads, and used
-            # only once the plan is verified and made at that commit.
-            cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
-            try:
+            if spec.source is not None:
                 plan = await (self._plan or self.client.get_plan())
                 for variable in plan.variables:
                     self._add_secret_variable(variable)
                 plan_bytes = self._verified_plan_file(plan)
-                sha = spec.commit_sha or plan.commit_sha
-                planned_at, named = plan.commit_sha, spec.commit_sha
-                if planned_at and named and planned_at != named:
-                    raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
-                if not sha:
-                    raise PhaseFailure("the control plane gave no commit to apply")
                 self._log(f"Plan file verified (SHA-256 {plan.sha256})")
-                self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
-                commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
-            finally:
-                if cloning is not None:
-                    await _drop(cloning)
-            self._log_commit(commit)
-            code_dir = self._code_dir(stack.path, commit)
+                code_dir = await self._unpack(spec.source)
+            else:
+                code_dir, plan, plan_bytes = await self._apply_checkout(spec)
             config = load_config(code_dir)
 
             self._heading("init")
@@ -413,6 +432,31 @@ class PhaseRunner:
             failure = await self._apply(engine, plan_file, tracker)
             if failure is not None:
                 raise failure
+
+    async def _apply_checkout(self, spec: PhaseSpec) -> tuple[Path, PlanDownload, bytes]:
+        stack = spec.stack
+        # The spec names the plan's commit: it is cloned while the plan downloads, and used
+        # only once the plan is verified and made at that commit.
+        cloning = asyncio.create_task(self._clone(spec, sha=spec.commit_sha)) if spec.commit_sha else None
+        try:
+            plan = await (self._plan or self.client.get_plan())
+            for variable in plan.variables:
+                self._add_secret_variable(variable)
+            plan_bytes = self._verified_plan_file(plan)
+            sha = spec.commit_sha or plan.commit_sha
+            planned_at, named = plan.commit_sha, spec.commit_sha
+            if planned_at and named and planned_at != named:
+                raise PhaseFailure(f"the plan was made at commit {planned_at} but the spec names {named}")
+            if not sha:
+                raise PhaseFailure("the control plane gave no commit to apply")
+            self._log(f"Plan file verified (SHA-256 {plan.sha256})")
+            self._log(f"Cloning {display_url(stack.repository)} at commit {sha}")
+            commit = await (cloning if cloning is not None else self._clone(spec, sha=sha))
+        finally:
+            if cloning is not None:
+                await _drop(cloning)
+        self._log_commit(commit)
+        return self._code_dir(stack.path, commit), plan, plan_bytes
 
     async def _apply(self, engine: Engine, plan_file: Path, tracker: ApplyTracker) -> PhaseFailure | None:
         """Runs the apply; resource states go out in the background, never holding up the
@@ -561,7 +605,9 @@ class PhaseRunner:
         this phase's token (in the engine's environment, never in a file or the log)."""
         if spec.state_path is None:
             return
-        units = engine.managed_units()
+        # The CLI's code has a `cloud` block: the override's backend replaces it, so that the run
+        # keeps the workspace's state in Firstlume, where the CLI reads it.
+        units = [ManagedUnit(".", engine.code_dir)] if spec.source is not None else engine.managed_units()
         if not units:
             return
         self._overrides += write_overrides(units, self.client.base_url, spec.state_path)
@@ -569,7 +615,12 @@ class PhaseRunner:
         self.masker.add(self.client.token)
         engine.env.update(credentials_environment(self.client.token))
         names = ", ".join(sorted(self._managed_units))
-        self._log(f"State: kept in Firstlume, locked in this run's name (no backend in the code: {names})")
+        why = (
+            "the code's cloud block names Firstlume"
+            if spec.source is not None
+            else f"no backend in the code: {names}"
+        )
+        self._log(f"State: kept in Firstlume, locked in this run's name ({why})")
 
     def _state_backends(self, engine: Engine) -> StateBackendsEntry:
         backends = [

@@ -125,6 +125,16 @@ class DriftBase(Answer):
     commit_sha: str = Field(description="the commit that run applied, which the drift run plans")
 
 
+class ConfigurationSource(Answer):
+    """Code uploaded by the Terraform CLI instead of a Git checkout: the executor downloads it
+    (`GET /configuration`, a .tar.gz) and unpacks it safely."""
+
+    kind: Literal["configuration-version"] = Field(
+        default="configuration-version", description="where the code comes from"
+    )
+    configuration_version: str = Field(description="the configuration version's id")
+
+
 class PhaseSpec(Answer):
     """What a phase needs to run, answered by `GET /spec`."""
 
@@ -166,6 +176,11 @@ class PhaseSpec(Answer):
         description="seconds without a stored heartbeat before the control plane fails the phase; also how "
         "long the executor goes on while the control plane cannot store its reports (503 "
         "`storage_unavailable`) before it stops the phase (null: it goes on)",
+    )
+    source: ConfigurationSource | None = Field(
+        default=None,
+        description="the code when it is not the stack's repository: a CLI run's uploaded configuration "
+        "(null: check out the repository)",
     )
     git_timeout_seconds: float = Field(
         default=120.0,
@@ -423,6 +438,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint("POST", "/plan", PlanUpload, PlanRecorded, "200", "plan phase; 409 when the run already has a plan"),
     Endpoint("GET", "/plan", None, PlanDownload, "200", "apply phase"),
+    Endpoint(
+        "GET", "/configuration-version", None, None, "200",
+        "a CLI run's uploaded code (the spec's `source`), as a .tar.gz; 404 for a run of a repository",
+    ),
     Endpoint("POST", "/resources", ResourceReports, None, "204", "apply phase"),
     Endpoint(
         "POST", "/finish", FinishReport, FinishAnswer, "200",

@@ -37,6 +37,7 @@ from firstlume.domain.runs import (
     RunStatus,
     RunType,
     StepStatus,
+    TriggerKind,
     is_running_phase,
     status_after_plan,
 )
@@ -44,6 +45,7 @@ from firstlume.protocol.events import ChangesStored, LogAppended, ResourcesChang
 from firstlume.protocol.executor import (
     CommitReport,
     ConfigurationReport,
+    ConfigurationSource,
     DriftBase,
     FinishReport,
     GitCredentials,
@@ -64,6 +66,7 @@ from firstlume.protocol.executor import (
 )
 from firstlume.pubsub import run_channel
 from firstlume.services.access.approvers import policy_approval_rules, recorded_rules
+from firstlume.services.cli import confirmation as cli_confirmation
 from firstlume.services.context import Context, Unit
 from firstlume.services.dependencies.inputs import DependencyInput, dependency_inputs
 from firstlume.services.drift.baseline import drift_base
@@ -217,6 +220,9 @@ async def phase_spec(ctx: Context, session: AsyncSession, run: Run, token: Phase
         heartbeat_timeout_seconds=ctx.settings.heartbeat_timeout,
         git_timeout_seconds=ctx.settings.git_timeout,
         state_path=f"/api/v1/orgs/{org.slug}/stacks/{stack.slug}",
+        source=ConfigurationSource(configuration_version=run.trigger_delivery)
+        if run.trigger_kind == TriggerKind.CLI and run.trigger_delivery
+        else None,
     )
 
 
@@ -542,9 +548,22 @@ async def finish_phase(
         stack = await session.get(Stack, run.stack_id)
         assert stack is not None
         rules = await effective_settings(session, stack)
+        # A CLI run's apply waits for the CLI's "yes"; -auto-approve gave it in advance.
+        destructive = bool(run.summary_delete or run.summary_replace)
+        required, origin = await cli_confirmation.approval_of_cli_run(
+            session,
+            run,
+            required=bool(rules["require_approval"].value),
+            origin=rules["require_approval"].origin,
+            needs_more=bool(
+                (rules["confirm_destructive"].value and destructive)
+                or rules["approvers"].value
+                or rules["forbid_self_approval"].value
+            ),
+        )
         recorded = {
-            "approval_required": bool(rules["require_approval"].value),
-            "approval_required_origin": rules["require_approval"].origin,
+            "approval_required": required,
+            "approval_required_origin": origin,
             "confirm_destructive": bool(rules["confirm_destructive"].value),
             "confirm_destructive_origin": rules["confirm_destructive"].origin,
             **recorded_rules(rules),

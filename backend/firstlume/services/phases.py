@@ -21,10 +21,11 @@ from firstlume import metrics
 from firstlume.collector import young_collections_deferred
 from firstlume.db.models import PhaseToken, Run
 from firstlume.domain.dependencies import MissingUpstreamOutput
-from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest
-from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, RunType, StepStatus
+from firstlume.domain.errors import Conflict, FirstlumeError, InvalidRequest, NotFound
+from firstlume.domain.runs import APPLY_STEP, Phase, RunStatus, RunType, StepStatus, TriggerKind
 from firstlume.protocol import executor as protocol
 from firstlume.services import dispatch, execution, steps
+from firstlume.services.cli import configuration_versions
 from firstlume.services.context import Context, Unit
 from firstlume.services.drift.baseline import NoDriftBase
 from firstlume.services.policies.evaluation import PlanEndPolicies, plan_end_policies
@@ -137,6 +138,14 @@ async def _store_plan(ctx: Context, token: str | None, body: Body) -> protocol.P
 async def download_plan(ctx: Context, token: str | None) -> protocol.PlanDownload:
     async with _phase(ctx, token) as (unit, run, phase):
         return await execution.load_plan(ctx, unit.session, run, phase)
+
+
+async def download_configuration(ctx: Context, token: str | None) -> bytes:
+    """A CLI run's uploaded code (its configuration version), for either phase."""
+    async with _phase(ctx, token) as (unit, run, _):
+        if run.trigger_kind != TriggerKind.CLI or not run.trigger_delivery:
+            raise NotFound("This run checks out its stack's repository: it has no uploaded configuration.")
+        return await configuration_versions.archive(unit.session, ctx.keyring, run.trigger_delivery)
 
 
 async def record_resources(ctx: Context, token: str | None, body: Body) -> None:

@@ -50,8 +50,10 @@ async def start_run(
     command: StartRun,
     *,
     trigger: Trigger | None = None,
+    configuration_version: str | None = None,
 ) -> RunRecord:
-    """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`."""
+    """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`. A person's
+    run started through the Terraform CLI names the `configuration_version` it plans."""
     if (actor is None) == (trigger is None):
         raise ValueError("a run is started by a person or by a trigger, and by only one")
     # Numbered as it is written (services/transitions.py): the number is the queue's order.
@@ -61,9 +63,14 @@ async def start_run(
         stack_id=stack.id,
         type=command.type,
         created_by_id=actor.user_id if actor else None,
-        trigger_kind=trigger.kind if trigger else TriggerKind.MANUAL,
+        trigger_kind=trigger.kind
+        if trigger
+        else TriggerKind.CLI
+        if configuration_version
+        else TriggerKind.MANUAL,
         trigger_commit=trigger.commit if trigger else None,
-        trigger_delivery=trigger.delivery if trigger else None,
+        # A CLI run's configuration version stands where a push run's delivery does.
+        trigger_delivery=trigger.delivery if trigger else configuration_version,
         trigger_actor=trigger.by if trigger else None,
         trigger_upstream_run_id=trigger.upstream_run if trigger else None,
         proposed=trigger is not None and trigger.kind is TriggerKind.PULL_REQUEST,
@@ -79,6 +86,8 @@ async def start_run(
     details: dict[str, object] = {"number": run.number, "type": RunType(command.type).value}
     if trigger is not None:
         details |= {"trigger": trigger.kind.value, "by": trigger.by, "commit": trigger.commit}
+    if configuration_version is not None:
+        details |= {"trigger": TriggerKind.CLI.value, "configuration_version": configuration_version}
     await audit.record(
         unit.session,
         stack,

@@ -52,6 +52,13 @@ def report(
     return route
 
 
+@endpoint
+async def download_configuration(request: Request) -> Response:
+    check_query(request)
+    archive = await phases.download_configuration(context_of(request), bearer_token(request))
+    return Response(archive, media_type="application/gzip")
+
+
 E = "/api/v1/executor"
 
 routes = [
@@ -75,6 +82,12 @@ routes = [
     Route(f"{E}/reports", report(phases.record_reports), methods=["POST"], name="executor.reports"),
     Route(f"{E}/plan", report(phases.upload_plan), methods=["POST"], name="executor.upload_plan"),
     Route(f"{E}/plan", read(phases.download_plan), methods=["GET"], name="executor.download_plan"),
+    Route(
+        f"{E}/configuration-version",
+        download_configuration,
+        methods=["GET"],
+        name="executor.configuration_version",
+    ),
     Route(f"{E}/resources", report(phases.record_resources), methods=["POST"], name="executor.resources"),
     Route(f"{E}/finish", report(phases.finish), methods=["POST"], name="executor.finish"),
 ]

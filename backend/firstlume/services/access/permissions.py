@@ -52,10 +52,54 @@ REST: dict[str, Need] = {
             "state_backends",
             "upload_plan",
             "download_plan",
+            "configuration_version",
             "resources",
             "finish",
         )
     },
+    # the HCP Terraform API the Terraform CLI calls (api/tfe): discovery and ping are public, the
+    # upload URL's secret is its own credential (the CLI sends no token there)
+    "tfe.discovery": Open.PUBLIC,
+    "tfe.ping": Open.PUBLIC,
+    "tfe.motd": Open.PUBLIC,
+    "tfe.upload": Open.PUBLIC,
+    "tfe.log": Open.PUBLIC,
+    "tfe.account_details": Open.SIGNED_IN,
+    **{
+        f"tfe.{name}": R
+        for name in (
+            "organization",
+            "entitlements",
+            "run_queue",
+            "capacity",
+            "list_workspaces",
+            "workspace_by_name",
+            "workspace",
+            "workspace_runs",
+            "current_outputs",
+            "cv",
+            "run",
+            "plan",
+            "run_events",
+            "apply",
+        )
+    },
+    **{
+        f"tfe.{name}": O
+        for name in (
+            "create_workspace",
+            "create_cv",
+            "create_run",
+            "apply_run",
+            "discard_run",
+            "cancel_run",
+            "lock",
+            "unlock",
+            "current_state",
+            "state_download",
+        )
+    },
+    "tfe.force_unlock": A,
     # organizations, catalog, settings, variables
     "list_orgs": Open.SIGNED_IN,
     "list_stacks": R,

@@ -1,0 +1,54 @@
+"""A workspace is a stack: found by name (its slug), created on first use without a repository
+(its runs carry their code, uploaded by the CLI)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ValidationError
+
+from firstlume.crypto import KeyRing
+from firstlume.domain.errors import InvalidRequest
+from firstlume.services import catalog
+from firstlume.services.commands import CreateStack, Slug
+from firstlume.services.context import Unit
+from firstlume.services.reads import catalog as catalog_reads
+from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
+
+# A stack the CLI made has no repository: each run plans the configuration version it names.
+NO_REPOSITORY = ""
+
+
+class _WorkspaceName(BaseModel):
+    slug: Slug
+
+
+def checked_name(name: object) -> str:
+    """A workspace name as a stack slug, or a 422 saying what a name may be."""
+    try:
+        return _WorkspaceName.model_validate({"slug": name}).slug
+    except ValidationError as error:
+        reason = error.errors()[0].get("msg", "it is not a valid name")
+        raise InvalidRequest(
+            f"The workspace name {name!r} cannot be a stack's slug: {reason}.", field="name"
+        ) from None
+
+
+async def ensure_workspace(
+    unit: Unit, keyring: KeyRing, org: OrganizationRecord, name: str
+) -> tuple[StackRecord, bool]:
+    """The stack named `name`, created (without a repository) when there is none yet."""
+    slug = checked_name(name)
+    found = await catalog_reads.stack_by_slug(unit.session, org.id, slug)
+    if found is not None:
+        return found, False
+    command = CreateStack.model_construct(
+        slug=slug,
+        repository=NO_REPOSITORY,
+        name=None,
+        folder=None,
+        branch=None,
+        path=None,
+        git_https_token=None,
+        git_ssh_key=None,
+        trigger=None,
+    )
+    return await catalog.create_stack(unit.session, keyring, org, command), True

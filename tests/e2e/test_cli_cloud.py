@@ -1,0 +1,254 @@
+"""The real `terraform` CLI as a client of Firstlume over HTTPS (a `cloud` block): init, a remote
+plan whose log streams, apply answered "yes", output, state list, a second plan with no changes,
+and destroy; the runs and state versions are Firstlume's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from support.terraform import requires_terraform, terraform_env
+from support.tls import LocalTls, make_local_tls
+from support.waiting import wait_until
+
+pytestmark = [requires_terraform, pytest.mark.timeout(300)]
+
+WORKSPACE = "network"
+
+
+def main_tf(host: str, org: str) -> str:
+    return f"""
+terraform {{
+  cloud {{
+    hostname     = "{host}"
+    organization = "{org}"
+    workspaces {{ name = "{WORKSPACE}" }}
+  }}
+}}
+resource "terraform_data" "a" {{ input = "a" }}
+resource "terraform_data" "b" {{ input = "b" }}
+resource "terraform_data" "c" {{ input = terraform_data.a.output }}
+output "c" {{ value = terraform_data.c.output }}
+"""
+
+
+@dataclass
+class TlsServer:
+    server: LiveServer
+    tls: LocalTls
+    host: str  # "localhost:<port>", the cloud block's hostname
+
+    def http(self, tenant: Tenant) -> httpx.Client:
+        return httpx.Client(
+            headers=tenant.headers,
+            verify=ssl.create_default_context(cafile=str(self.tls.ca_cert)),
+            timeout=30,
+        )
+
+
+def _ready(url: str, ca: Path) -> bool:
+    try:
+        return (
+            httpx.get(
+                url + "/readyz", timeout=2, verify=ssl.create_default_context(cafile=str(ca))
+            ).status_code
+            == 200
+        )
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def tls_server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[TlsServer]:
+    tls = make_local_tls(tmp_path / "tls")
+    port = free_port()
+    url = f"https://localhost:{port}"
+    env = {
+        **os.environ,
+        **settings_env(database_url, tmp_path / "data"),
+        "FIRSTLUME_PUBLIC_URL": url,
+        "FIRSTLUME_TLS_CERT": str(tls.cert),
+        "FIRSTLUME_TLS_KEY": str(tls.key),
+        # The executors' Terraform and HTTP client reach the control plane over HTTPS too.
+        "SSL_CERT_FILE": str(tls.ca_cert),
+    }
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+    server = LiveServer(url=url, process=process, log_path=log_path, env=env)
+    try:
+        wait_until(
+            lambda: _ready(url, tls.ca_cert) or process.poll() is not None, 60, "the HTTPS control plane"
+        )
+        assert process.poll() is None, server.log()
+        yield TlsServer(server=server, tls=tls, host=f"localhost:{port}")
+    finally:
+        stop_live_server(server)
+
+
+def cli_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
+    # A hostname with a port cannot be a TF_TOKEN_ variable's name: the CLI config's credentials
+    # block gives the token for it, as `terraform login` would have stored it.
+    credentials = f'credentials "{served.host}" {{\n  token = "{token}"\n}}\n'
+    return terraform_env(tmp_path, credentials, SSL_CERT_FILE=str(served.tls.ca_cert))
+
+
+def tf(
+    args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    try:
+        result = subprocess.run(
+            ["terraform", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise AssertionError(
+            f"terraform {' '.join(args)} did not finish:\n{expired.stdout!r}"[-3000:]
+        ) from None
+    assert result.returncode == 0, f"terraform {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def test_init_plan_apply_output_state_destroy(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "main.tf").write_text(main_tf(tls_server.host, tenant.org))
+    env = cli_env(tmp_path, tls_server, tenant.token)
+
+    tf(["init", "-input=false"], code, env)
+    planned = tf(["plan", "-input=false"], code, env)
+    assert "Running plan in" in planned.stdout, planned.stdout
+    assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
+
+    http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
+    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
+    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+    assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
+
+    applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
+    assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
+    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+    apply_run = runs[0]
+    assert (apply_run["type"], apply_run["status"]) == ("apply", "applied")
+    # Per-resource states, as for any run.
+    changes = http.get(f"{o}/runs/{apply_run['id']}/changes").text
+    for address in ("terraform_data.a", "terraform_data.b", "terraform_data.c"):
+        assert address in changes
+    assert '"state":"done"' in changes.replace(" ", ""), changes
+
+    output = tf(["output", "-raw", "c"], code, env)
+    assert output.stdout == "a"
+    listed = tf(["state", "list"], code, env)
+    assert listed.stdout.split() == ["terraform_data.a", "terraform_data.b", "terraform_data.c"]
+
+    again = tf(["plan", "-input=false"], code, env)
+    assert "No changes." in again.stdout, again.stdout
+
+    versions = http.get(f"{o}/stacks/{WORKSPACE}/state/versions").json()["versions"]
+    assert versions and versions[0]["run"]["id"] == apply_run["id"], versions
+
+    destroyed = tf(["destroy"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
+    # The remote apply's own summary, streamed from the executor's Terraform.
+    assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
+    listed = tf(["state", "list"], code, env)
+    assert listed.stdout.split() == []
+
+
+def _latest_run(http: httpx.Client, o: str) -> dict[str, Any] | None:
+    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+    return runs[0] if runs else None
+
+
+def _wait_for_approval(http: httpx.Client, o: str, cli: subprocess.Popen[str], before: str) -> dict[str, Any]:
+    def awaiting() -> dict[str, Any] | None:
+        assert cli.poll() is None, cli.communicate()
+        run = _latest_run(http, o)
+        return run if run and run["id"] != before and run["status"] == "awaiting_approval" else None
+
+    return wait_until(awaiting, 120, "the CLI's run to wait for its approval")
+
+
+def test_confirm_destructive_is_approved_in_firstlume_while_the_cli_waits(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    main = main_tf(tls_server.host, tenant.org)
+    (code / "main.tf").write_text(main)
+    env = cli_env(tmp_path, tls_server, tenant.token)
+    tf(["init", "-input=false"], code, env)
+    http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
+    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
+    tf(["apply", "-input=false", "-auto-approve"], code, env)
+    response = http.patch(
+        f"{o}/stacks/{WORKSPACE}/settings", content=json.dumps({"confirm_destructive": True})
+    )
+    assert response.status_code == 200, response.text
+
+    cloud = main.split("resource ")[0]
+    without_b = (
+        cloud
+        + 'resource "terraform_data" "a" { input = "a" }\n'
+        + main[main.index('resource "terraform_data" "c"') :]
+    )
+    only_a = cloud + 'resource "terraform_data" "a" { input = "a" }\n'
+    for flags, removed, config in (
+        ([], "terraform_data.b", without_b),
+        (["-auto-approve"], "terraform_data.c", only_a),
+    ):
+        (code / "main.tf").write_text(config)
+        before = _latest_run(http, o)
+        assert before is not None
+        cli = subprocess.Popen(
+            ["terraform", "apply", *flags],
+            cwd=code,
+            env={**env, "TF_INPUT": "1"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert cli.stdin is not None
+            cli.stdin.write("yes\n")
+            cli.stdin.flush()
+            run = _wait_for_approval(http, o, cli, before["id"])
+            # The CLI's "yes" (or -auto-approve) is not the approval the stack asks for.
+            refused = http.post(f"{tls_server.server.url}/api/v2/runs/run-{run['id']}/actions/apply")
+            assert refused.status_code == 409, refused.text
+            assert _latest_run(http, o)["status"] == "awaiting_approval"  # type: ignore[index]
+            assert cli.poll() is None
+            approved = http.post(
+                f"{o}/runs/{run['id']}/approve", content=json.dumps({"acknowledged": [removed]})
+            )
+            assert approved.status_code == 200, approved.text
+            output, _ = cli.communicate(timeout=180)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+        assert cli.returncode == 0, output
+        assert "This run must be approved in Firstlume" in output, output
+        assert f"/orgs/{tenant.org}/runs/{run['id']}" in output, output
+        assert "1 destroyed" in output, output
+        assert _latest_run(http, o)["status"] == "applied"  # type: ignore[index]
