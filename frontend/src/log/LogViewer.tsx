@@ -179,6 +179,20 @@ export function LogViewer({
     if (following && el) el.scrollTop = el.scrollHeight;
   }, [following, version, count, total, full]);
 
+  // The view itself changes size (full screen, the window, the apply summary pinned below it):
+  // when following, its end stays in sight.
+  const followingNow = useRef(following);
+  followingNow.current = following;
+  useEffect(() => {
+    const el = box.current;
+    if (!el || typeof ResizeObserver === "undefined") return;
+    const observer = new ResizeObserver(() => {
+      if (followingNow.current) el.scrollTop = el.scrollHeight;
+    });
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
+
   // Full screen ends with Escape, as a video's does.
   useEffect(() => {
     if (!full) return;
