@@ -391,6 +391,12 @@ async def test_state_outputs_in_graphql_need_the_operator_role(
         assert codes == ([want] if want else []), (name, body)
         if want:
             assert "outputs" in body["errors"][0]["path"]
+            # The refusal nulls the outputs alone: the stack and the rest of its state stay.
+            assert body["data"]["organization"]["stack"]["state"] == {
+                "serial": None,
+                "lock": None,
+                "outputs": None,
+            }
     # Without the outputs, a reader sees the state's serial and lock.
     safe = '{ organization(slug: "acme") { stack(slug: "web") { state { serial lock { holder } } } } }'
     body = (await client.post("/graphql", headers=people["reader"].headers, json={"query": safe})).json()

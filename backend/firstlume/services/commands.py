@@ -128,6 +128,18 @@ def _variable_name(value: str, info: ValidationInfo) -> str:
     return value
 
 
+# A full commit SHA: SHA-1 (40) or SHA-256 (64) object names, lowercase hex as git prints them.
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _commit_sha(value: str, info: ValidationInfo) -> str:
+    if not COMMIT_SHA.fullmatch(value):
+        raise refuse(
+            f"'{info.field_name}' must be a full commit SHA (40 lowercase hexadecimal characters); got {shown(value)}."
+        )
+    return value
+
+
 def _once_each(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
@@ -214,6 +226,8 @@ class Command(BaseModel):
 class StartRun(Command):
     noun = "a run"
     type: Annotated[RunType, LAX]
+    # The commit to plan instead of the branch's tip (Retry: the same commit again).
+    commit: Annotated[str, AfterValidator(_commit_sha)] | None = None
 
 
 class ApproveRun(Command):

@@ -5,13 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.db.models import ResourceChange, Run, Stack, new_id
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
-from firstlume.domain.errors import AcknowledgementRequired, InvalidStatus, NotFound, ProposedRun
+from firstlume.domain.errors import (
+    AcknowledgementRequired,
+    InvalidRequest,
+    InvalidStatus,
+    NotFound,
+    ProposedRun,
+)
 from firstlume.domain.policies import approvals_text
 from firstlume.domain.runs import CANCELABLE, INITIAL, RUNNING, RunStatus, RunType, TriggerKind
 from firstlume.protocol.events import RunUpdated
@@ -52,10 +58,13 @@ async def start_run(
     trigger: Trigger | None = None,
     configuration_version: str | None = None,
 ) -> RunRecord:
-    """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`. A person's
-    run started through the Terraform CLI names the `configuration_version` it plans."""
+    """Queues a run of `stack`, started by `actor` (a person), or else by `trigger`; at the branch's
+    tip, or at `command.commit` (one an earlier run of the stack planned: Retry). A person's run
+    started through the Terraform CLI names the `configuration_version` it plans."""
     if (actor is None) == (trigger is None):
         raise ValueError("a run is started by a person or by a trigger, and by only one")
+    if command.commit is not None:
+        await _check_known_commit(unit.session, stack.id, RunType(command.type), command.commit)
     # Numbered as it is written (services/transitions.py): the number is the queue's order.
     run = Run(
         id=new_id(),
@@ -68,7 +77,7 @@ async def start_run(
         else TriggerKind.CLI
         if configuration_version
         else TriggerKind.MANUAL,
-        trigger_commit=trigger.commit if trigger else None,
+        trigger_commit=trigger.commit if trigger else command.commit,
         # A CLI run's configuration version stands where a push run's delivery does.
         trigger_delivery=trigger.delivery if trigger else configuration_version,
         trigger_actor=trigger.by if trigger else None,
@@ -86,6 +95,8 @@ async def start_run(
     details: dict[str, object] = {"number": run.number, "type": RunType(command.type).value}
     if trigger is not None:
         details |= {"trigger": trigger.kind.value, "by": trigger.by, "commit": trigger.commit}
+    elif command.commit is not None:
+        details |= {"commit": command.commit}
     if configuration_version is not None:
         details |= {"trigger": TriggerKind.CLI.value, "configuration_version": configuration_version}
     await audit.record(
@@ -98,6 +109,26 @@ async def start_run(
         by_system=actor is None,
     )
     return run_record(run)
+
+
+async def _check_known_commit(session: AsyncSession, stack_id: str, run_type: RunType, commit: str) -> None:
+    """A run at a given commit re-runs one the stack has seen (a run planned it, or a push named it):
+    refused with a sentence here, rather than failing at checkout minutes later."""
+    if run_type == RunType.DRIFT:
+        raise InvalidRequest(
+            "A drift run checks the commit last applied; 'commit' cannot be given for it.", field="commit"
+        )
+    known = await session.scalar(
+        select(Run.id)
+        .where(Run.stack_id == stack_id, or_(Run.commit_sha == commit, Run.trigger_commit == commit))
+        .limit(1)
+    )
+    if known is None:
+        raise InvalidRequest(
+            f"No run of this stack used commit {commit[:12]}: a run can be started at a commit an earlier "
+            "run of the stack planned.",
+            field="commit",
+        )
 
 
 async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **details: object) -> None:

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "react";
-import { useClient, useQuery, type AnyVariables, type Client, type TypedDocumentNode } from "urql";
+import { CombinedError, useClient, useQuery, type AnyVariables, type Client, type TypedDocumentNode } from "urql";
 import { onEnd, pipe, subscribe } from "wonka";
 import { ApiError, apiError } from "./client";
 
@@ -9,7 +9,30 @@ export type QueryState<R> = {
   loading: boolean;
   /** Reads again from the server; resolves once the cache (and so the screen) has the answer. */
   refetch: () => Promise<void>;
+  /** The server's refusal of each `optional` field (by field name) the viewer may not read. */
+  refused: Record<string, string>;
 };
+
+/**
+ * Splits a query's errors: those on an `optional` field (a nullable field that the permission
+ * table may refuse to a role, e.g. a state's outputs to a reader) become per-field refusals the
+ * page explains in place; any other error stays an error of the page.
+ */
+function splitRefusals(error: CombinedError | undefined, optional: readonly string[]): { error: ApiError | null; refused: Record<string, string> } {
+  if (!error) return { error: null, refused: {} };
+  const refused: Record<string, string> = {};
+  const rest = error.graphQLErrors.filter((e) => {
+    const field = e.path?.[e.path.length - 1];
+    if (typeof field === "string" && optional.includes(field) && e.extensions?.code === "forbidden") {
+      refused[field] = e.message;
+      return false;
+    }
+    return true;
+  });
+  if (rest.length === error.graphQLErrors.length) return { error: apiError(error), refused };
+  if (rest.length === 0 && !error.networkError) return { error: null, refused };
+  return { error: apiError(new CombinedError({ graphQLErrors: rest, networkError: error.networkError, response: error.response })), refused };
+}
 
 /**
  * A query through the normalized cache: what the cache has shows at once, and the server is
@@ -19,7 +42,7 @@ export type QueryState<R> = {
 export function useApiQuery<R, V extends AnyVariables>(
   doc: TypedDocumentNode<R, V>,
   variables: V,
-  options: { refreshKey?: unknown; pause?: boolean } = {},
+  options: { refreshKey?: unknown; pause?: boolean; optional?: readonly string[] } = {},
 ): QueryState<R> {
   const client = useClient();
   const [result, reexecute] = useQuery<R, V>({
@@ -43,11 +66,13 @@ export function useApiQuery<R, V extends AnyVariables>(
     await client.query(doc, variablesRef.current, { requestPolicy: "network-only" }).toPromise();
   }, [client, doc]);
 
+  const { error, refused } = splitRefusals(result.error, options.optional ?? []);
   return {
     data: result.data ?? undefined,
-    error: result.error ? apiError(result.error) : null,
+    error,
     loading: result.fetching,
     refetch,
+    refused,
   };
 }
 

@@ -12,6 +12,7 @@ import {
 import { diffAttribute } from "../diff/attributes";
 import { plural } from "../format";
 import { AttributeDiff } from "./AttributeDiff";
+import { applyStarted, changeAnchor, OutcomeSummary, StateFilter, useScrolledTo, useStateFilter } from "./ChangeOutcome";
 import { Empty, ErrorBox, Loading, ResourceStateBadge } from "./ui";
 
 export type LiveStates = Map<string, ResourceStateItemFragment>;
@@ -25,6 +26,7 @@ export function ChangesView({
   org,
   runId,
   planned,
+  settled,
   states,
   empty,
 }: {
@@ -32,6 +34,8 @@ export function ChangesView({
   runId: string;
   /** The run's summary text, once the plan is stored. */
   planned: string | null;
+  /** The run's status: the counts (and the apply's outcome) are read again when it changes. */
+  settled?: string;
   states: LiveStates;
   /** What to show while there is no plan. */
   empty: React.ReactNode;
@@ -39,23 +43,26 @@ export function ChangesView({
   const [text, setText] = useState("");
   const [type, setType] = useState("");
   const [unit, setUnit] = useState("");
-  const filters = { ...NO_FILTERS, text: useDeferredValue(text), type, unit };
+  const [state, setState] = useStateFilter();
+  const filters = { ...NO_FILTERS, text: useDeferredValue(text), type, unit, state };
   const source = { org, runId, planned };
-  const overview = useChangeOverview(source, filters);
+  const overview = useChangeOverview(source, filters, settled);
 
   if (planned === null) return <>{empty}</>;
   if (!overview.summary) return overview.error ? <ErrorBox error={overview.error} /> : <Loading what="the changes" />;
   if (overview.total === 0 && overview.outputs.length === 0) {
     return <Empty title="No changes.">The plan found nothing to create, update, replace or delete.</Empty>;
   }
-  const filtering = Boolean(filters.text.trim() || type || unit);
+  const filtering = Boolean(filters.text.trim() || type || unit || state);
   // A group's pages start again at the first whenever the filters change.
-  const filterKey = `${filters.text.trim()}|${type}|${unit}`;
+  const filterKey = `${filters.text.trim()}|${type}|${unit}|${state}`;
+  const outcome = applyStarted(overview.outcome) ? overview.outcome : null;
   return (
     <div className="changes">
       <div className="summary-line" data-testid="summary">
         <SummaryParts summary={overview.summary} />
       </div>
+      {outcome && <OutcomeSummary outcome={outcome} />}
       <div className="filters">
         <input
           type="search"
@@ -80,8 +87,9 @@ export function ChangesView({
             </option>
           ))}
         </select>
+        {outcome && <StateFilter outcome={outcome} value={state} onChange={setState} />}
         {filtering && (
-          <span className="small muted" role="status">
+          <span className="small muted" role="status" data-testid="filter-matches">
             {plural(overview.matched, "match", "matches")} of {overview.total.toLocaleString()}
           </span>
         )}
@@ -287,8 +295,9 @@ const ChangeRow = memo(function ChangeRow({ change, live }: { change: ChangeItem
   const error = live ? live.error : change.error;
   const stages = live?.stages ?? change.stages;
   const forced = new Set(change.replacedBecause);
+  const row = useScrolledTo(change.address);
   return (
-    <div className={`change ${state === "FAILED" ? "failed" : ""}`} data-address={change.address} data-state={state ?? ""}>
+    <div ref={row} id={changeAnchor(change.address)} className={`change ${state === "FAILED" ? "failed" : ""}`} data-address={change.address} data-state={state ?? ""}>
       <div className="change-head">
         <span className={`act-symbol act-${change.action.toLowerCase()}`} aria-hidden="true">
           {SYMBOL[change.action]}

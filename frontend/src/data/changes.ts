@@ -11,14 +11,17 @@ import {
   RunDestructiveDocument,
   type ChangeAction,
   type ChangeItemFragment,
+  type ResourceState,
   type RunChangeOverviewQuery,
 } from "../graphql/generated";
 
 type Overview = NonNullable<NonNullable<RunChangeOverviewQuery["organization"]>["run"]>["changes"];
 export type ChangeSummary = Overview["summary"];
 export type OutputChangeInfo = Overview["outputs"][number];
-export type ChangeFilters = { text: string; type: string; unit: string };
-export const NO_FILTERS: ChangeFilters = { text: "", type: "", unit: "" };
+export type ChangeOutcome = Overview["outcome"];
+/** `state`: a change's state in the apply ("" for any). */
+export type ChangeFilters = { text: string; type: string; unit: string; state: ResourceState | "" };
+export const NO_FILTERS: ChangeFilters = { text: "", type: "", unit: "", state: "" };
 
 export type ChangeGroupInfo = {
   action: ChangeAction;
@@ -37,6 +40,8 @@ export type ChangeOverview = {
   units: string[];
   /** The root module outputs the plan changes (not filtered: the filters are for resources). */
   outputs: OutputChangeInfo[];
+  /** How many changes are in each apply state, whatever the filters; null until read. */
+  outcome: ChangeOutcome | null;
   total: number;
   matched: number;
   error: ApiError | null;
@@ -47,16 +52,17 @@ type Source = { org: string; runId: string; /** The run's summary text: the plan
 /** The server's filter arguments: empty means any. */
 function filterArgs(filters: ChangeFilters) {
   const text = filters.text.trim();
-  return { type: filters.type || null, unit: filters.unit || null, text: text || null };
+  return { type: filters.type || null, unit: filters.unit || null, text: text || null, state: filters.state || null };
 }
 
 /** Counts per group (all, and matching the filters), the summary and the filter menus. */
-export function useChangeOverview({ org, runId, planned }: Source, filters: ChangeFilters): ChangeOverview {
-  // Paused until the plan is stored; read again if the summary changes (a new plan).
+export function useChangeOverview({ org, runId, planned }: Source, filters: ChangeFilters, settled?: string): ChangeOverview {
+  // Paused until the plan is stored; read again if the summary changes (a new plan) or the run's
+  // status does (the apply's outcome).
   const query = useApiQuery(
     RunChangeOverviewDocument,
     { org, id: runId, ...filterArgs(filters) },
-    { pause: planned === null, refreshKey: planned },
+    { pause: planned === null, refreshKey: `${planned}|${settled ?? ""}` },
   );
   const changes = planned === null ? null : (query.data?.organization?.run?.changes ?? null);
   const groups = (changes?.groups ?? []).map((g) => ({ action: g.action, title: g.title, count: g.total, matched: g.count }));
@@ -66,6 +72,7 @@ export function useChangeOverview({ org, runId, planned }: Source, filters: Chan
     types: changes?.types ?? [],
     units: changes?.units ?? [],
     outputs: changes?.outputs ?? [],
+    outcome: changes?.outcome ?? null,
     total: groups.reduce((n, g) => n + g.count, 0),
     matched: groups.reduce((n, g) => n + g.matched, 0),
     error: query.error,

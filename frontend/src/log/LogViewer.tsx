@@ -7,6 +7,8 @@ import { downloadRunLog } from "./download";
 import { findMatches, headingTitle, type Match } from "./lines";
 import { LogLineText } from "./LogLine";
 import { useRunLog, type LogSection } from "./useRunLog";
+import { useLogWrap } from "./preferences";
+import { applySummary } from "./summary";
 import { useToken } from "../auth";
 
 export type LogStep = { name: string; status: StepStatus; durationMs: number | null };
@@ -101,7 +103,8 @@ function partOf(section: LogSection, line: number): string | null {
  * A run's log, one collapsible section per step (or one step's alone), live: ANSI colours,
  * search with match navigation, download of the raw log, and only the visible lines in the
  * document, so 100,000 lines scroll as smoothly as ten. Follows the end until the reader
- * scrolls up.
+ * scrolls up. Lines wrap by default (a toggle, remembered): a wrapped row's height is measured,
+ * not assumed. Full screen on demand; a finished apply's summary and outputs stay pinned below.
  */
 export function LogViewer({
   org,
@@ -136,6 +139,8 @@ export function LogViewer({
   const query = useDeferredValue(search);
   const [current, setCurrent] = useState(0);
   const [downloading, setDownloading] = useState<string | null>(null);
+  const [wrap, setWrap] = useLogWrap();
+  const [full, setFull] = useState(false);
   const box = useRef<HTMLDivElement>(null);
   const pendingScroll = useRef<Match | null>(null);
 
@@ -161,16 +166,42 @@ export function LogViewer({
     paddingStart: 6,
     paddingEnd: 12,
   });
-  // Collapsing moves every row after it: sizes by index are stale.
+  // Collapsing moves every row after it, and wrapping changes every row's height: sizes by index are stale.
   const structure = segments.map((s) => `${s.kind}${s.start}`).join(",");
   useLayoutEffect(() => {
     virtualizer.measure();
-  }, [virtualizer, structure]);
+  }, [virtualizer, structure, wrap, full]);
 
+  // Measured (wrapped) rows change the total height after they are drawn: follow that too.
+  const total = virtualizer.getTotalSize();
   useLayoutEffect(() => {
     const el = box.current;
     if (following && el) el.scrollTop = el.scrollHeight;
-  }, [following, version, count]);
+  }, [following, version, count, total, full]);
+
+  // The view itself changes size (full screen, the window, the apply summary pinned below it):
+  // when following, its end stays in sight.
+  const followingNow = useRef(following);
+  followingNow.current = following;
+  useEffect(() => {
+    const el = box.current;
+    if (!el || typeof ResizeObserver === "undefined") return;
+    const observer = new ResizeObserver(() => {
+      if (followingNow.current) el.scrollTop = el.scrollHeight;
+    });
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
+
+  // Full screen ends with Escape, as a video's does.
+  useEffect(() => {
+    if (!full) return;
+    const onKey = (event: globalThis.KeyboardEvent) => {
+      if (event.key === "Escape") setFull(false);
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [full]);
 
   useLayoutEffect(() => {
     const target = pendingScroll.current;
@@ -189,8 +220,30 @@ export function LogViewer({
     if (atEnd !== following) setFollowing(atEnd);
   }
 
+  // A wrapped line can be taller than the view: centring its row may leave the match itself out
+  // of sight. For a few frames after a move (the virtualizer settles measured rows meanwhile),
+  // the current match is brought into the middle of the view when it is not in it.
+  const revealMatch = useRef(0);
+  useEffect(() => {
+    if (revealMatch.current === 0) return;
+    let frame = 0;
+    const tick = () => {
+      const el = box.current;
+      const mark = el?.querySelector("mark.current");
+      if (el && mark) {
+        const m = mark.getBoundingClientRect();
+        const b = el.getBoundingClientRect();
+        if (m.top < b.top || m.bottom > b.bottom) el.scrollTop += m.top - b.top - (el.clientHeight - m.height) / 2;
+      }
+      if (--revealMatch.current > 0) frame = requestAnimationFrame(tick);
+    };
+    frame = requestAnimationFrame(tick);
+    return () => cancelAnimationFrame(frame);
+  });
+
   function goTo(index: number) {
     if (!matches.length) return;
+    revealMatch.current = 12;
     const next = (index + matches.length) % matches.length;
     const match = matches[next];
     setCurrent(next);
@@ -258,9 +311,11 @@ export function LogViewer({
             ? "waiting"
             : "connecting…";
   const currentMatch = active >= 0 ? matches[active] : null;
+  // Only once the run has ended: while it runs, the newest lines are the log's own end.
+  const summary = useMemo(() => (runFinished ? applySummary(sections.map((s) => s.log)) : null), [runFinished, sections, version]);
 
   return (
-    <div className={`log-view ${height}`}>
+    <div className={`log-view ${height}${wrap ? " wrap" : ""}${full ? " full" : ""}`} role={full ? "dialog" : undefined} aria-label={full ? "Log, full screen" : undefined}>
       <div className="log-bar">
         <span className="log-status">
           <span className={`live-dot ${live ? "on" : ""}`} aria-hidden="true" />
@@ -299,6 +354,12 @@ export function LogViewer({
               ↓ Follow the end
             </button>
           )}
+          <button type="button" className="btn small" aria-pressed={wrap} onClick={() => setWrap(!wrap)} title="Wrap long lines, or scroll sideways">
+            Wrap lines
+          </button>
+          <button type="button" className="btn small" aria-pressed={full} onClick={() => setFull(!full)} title={full ? "Leave full screen (Escape)" : "Show the log on the whole screen"}>
+            {full ? "Exit full screen" : "Full screen"}
+          </button>
           {downloadName && (
             <button className="btn small" onClick={() => void download()} disabled={downloading === "Preparing the download…"}>
               Download raw log
@@ -315,16 +376,18 @@ export function LogViewer({
         {count === 0 ? (
           <div className="log-empty">{runFinished && sections.every((s) => s.state.completed) ? "This log is empty." : waiting}</div>
         ) : (
-          <div className="log-rows" style={{ height: virtualizer.getTotalSize(), minWidth: `calc(${widest}ch + 5.5em + 10ch)` }}>
+          <div className="log-rows" style={{ height: total, minWidth: wrap ? undefined : `calc(${widest}ch + 5.5em + 10ch)` }}>
             {virtualizer.getVirtualItems().map((item) => {
               const segment = segmentAt(segments, item.index);
               const section = sections[segment.section];
-              const style = { transform: `translateY(${item.start}px)`, height: item.size };
+              // Wrapped rows take the height their text needs, and the virtualizer measures it.
+              const style = wrap ? { transform: `translateY(${item.start}px)` } : { transform: `translateY(${item.start}px)`, height: item.size };
+              const measured = { "data-index": item.index, ref: wrap ? virtualizer.measureElement : undefined };
               if (segment.kind === "header") {
                 const step = byName.get(section.step);
                 const open = !collapsed.has(section.step);
                 return (
-                  <div key={item.key} className="log-row log-section-head" style={style} data-log-section={section.step}>
+                  <div key={item.key} {...measured} className="log-row log-section-head" style={style} data-log-section={section.step}>
                     <button type="button" aria-expanded={open} onClick={() => toggle(section.step)}>
                       <span aria-hidden="true">{open ? "▾" : "▸"}</span> {section.step}
                     </button>
@@ -335,7 +398,7 @@ export function LogViewer({
               }
               if (segment.kind === "note") {
                 return (
-                  <div key={item.key} className="log-row log-note" style={style}>
+                  <div key={item.key} {...measured} className="log-row log-note" style={style}>
                     {segment.text}
                   </div>
                 );
@@ -344,7 +407,7 @@ export function LogViewer({
                 const key = `${section.step}/${segment.line}`;
                 const open = !collapsed.has(key);
                 return (
-                  <div key={item.key} className="log-row log-part-head" style={style}>
+                  <div key={item.key} {...measured} className="log-row log-part-head" style={style}>
                     <button type="button" aria-expanded={open} onClick={() => toggle(key)}>
                       <span aria-hidden="true">{open ? "▾" : "▸"}</span> {headingTitle(section.log.line(segment.line))}
                     </button>
@@ -355,7 +418,7 @@ export function LogViewer({
               const isCurrent = currentMatch && currentMatch.section === segment.section && currentMatch.line === line ? currentMatch.start : null;
               const time = section.log.time(line);
               return (
-                <div key={item.key} className="log-row log-line" style={style} data-line={line + 1}>
+                <div key={item.key} {...measured} className="log-row log-line" style={style} data-line={line + 1}>
                   <span className="ln" aria-hidden="true">
                     {line + 1}
                   </span>
@@ -375,6 +438,19 @@ export function LogViewer({
           </div>
         )}
       </div>
+      {summary && (
+        <div className="log-summary" data-testid="apply-summary" aria-label="Apply summary" role="region">
+          <strong>{summary.complete}</strong>
+          {summary.outputs.length > 0 && (
+            <dl className="log-outputs">
+              <dt>Outputs</dt>
+              {summary.outputs.map((line, i) => (
+                <dd key={i}>{line.trim()}</dd>
+              ))}
+            </dl>
+          )}
+        </div>
+      )}
     </div>
   );
 }

@@ -3,6 +3,7 @@ import { Link, useParams, useSearchParams } from "react-router";
 import { useClient } from "urql";
 import { useApiQuery } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { isRoleRefusal, RoleNotice } from "../components/RoleNotice";
 import { AuditDocument, type AuditQuery } from "../graphql/generated";
 
 type Entry = NonNullable<AuditQuery["organization"]>["audit"]["nodes"][number];
@@ -136,8 +137,12 @@ export function AuditPage() {
           )}
         </div>
       </form>
-      <ErrorBox error={error} />
-      {!data && loading ? (
+      {isRoleRefusal(error) ? (
+        <RoleNotice error={error}>The audit trail is shown to admins only.</RoleNotice>
+      ) : (
+        <ErrorBox error={error} />
+      )}
+      {isRoleRefusal(error) ? null : !data && loading ? (
         <Loading what="the audit trail" />
       ) : (
         <Card>

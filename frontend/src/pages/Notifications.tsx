@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { isRoleRefusal, RoleNotice } from "../components/RoleNotice";
 import { CreateNotificationDocument, DeleteNotificationDocument, NotificationsDocument, TestNotificationDocument, type NotificationsQuery } from "../graphql/generated";
 
 type Destination = NonNullable<NotificationsQuery["organization"]>["notifications"][number];
@@ -16,7 +17,7 @@ export function NotificationsPage() {
   const { data, error, loading, refetch } = useApiQuery(NotificationsDocument, { org });
   usePageTitle("Notifications");
   if (!data && loading) return <Loading what="the notifications" />;
-  if (error && !data) return <ErrorBox error={error} />;
+  if (error && !data && !isRoleRefusal(error)) return <ErrorBox error={error} />;
   const destinations = data?.organization?.notifications ?? [];
   return (
     <div className="page notifications-page">
@@ -26,9 +27,15 @@ export function NotificationsPage() {
           <p className="muted">Run events posted to a webhook (JSON signed with HMAC-SHA256, or Slack), retried for up to 24 hours.</p>
         </div>
       </div>
-      <ErrorBox error={error} />
-      <NewDestination org={org} onCreated={refetch} />
-      {destinations.length === 0 ? (
+      {isRoleRefusal(error) ? (
+        <RoleNotice error={error}>Notification destinations are shown to admins only (their URLs may be secrets).</RoleNotice>
+      ) : (
+        <>
+          <ErrorBox error={error} />
+          <NewDestination org={org} onCreated={refetch} />
+        </>
+      )}
+      {isRoleRefusal(error) ? null : destinations.length === 0 ? (
         <Card>
           <Empty title="No destinations yet." />
         </Card>

@@ -8,6 +8,7 @@ import { StepStrip, StepTimeline } from "../components/Steps";
 import { Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { dateTime, duration, originPhrase, plural, shortSha } from "../format";
 import { WaitingFor } from "../components/Waiting";
+import { RunTriage } from "../components/RunTriage";
 import {
   ApproveRunDocument,
   CancelRunDocument,
@@ -78,7 +79,7 @@ function RunView() {
           <pre>{run.error}</pre>
         </div>
       )}
-      {run.failedResources.count > 0 && <FailedResources failed={run.failedResources} />}
+      <RunTriage org={org} run={run} />
       <PolicyChecks checks={run.policyChecks ?? null} />
       <ApprovalPanel org={org} run={run} />
       <nav className="tabs" aria-label="Views of the run">
@@ -94,6 +95,7 @@ function RunView() {
           org={org}
           runId={runId}
           planned={planned}
+          settled={run.status}
           states={states}
           empty={
             <Empty title={run.finished ? "This run produced no plan." : "The changes appear when the plan finishes."}>
@@ -485,27 +487,6 @@ function ConfirmList({
           </li>
         ))}
       </ul>
-    </div>
-  );
-}
-
-// The apply's failed resources, apart from the run's own error: each one's error is on its change.
-const SHOWN_FAILED = 5;
-function FailedResources({ failed }: { failed: { count: number; addresses: string[] } }) {
-  const shown = failed.addresses.slice(0, SHOWN_FAILED);
-  const more = failed.count - shown.length;
-  return (
-    <div className="alert alert-danger failed-resources" role="alert" data-testid="failed-resources">
-      <strong>
-        {failed.count === 1 ? "1 resource failed" : `${failed.count} resources failed`}
-      </strong>
-      : {shown.map((address, i) => (
-        <span key={address}>
-          {i > 0 && ", "}
-          <code>{address}</code>
-        </span>
-      ))}
-      {more > 0 && ` and ${more} more`}. Each one's error is with its change below.
     </div>
   );
 }

@@ -8,6 +8,8 @@ import { shortSha } from "../format";
 import { ForceUnlockDocument, StackStateDocument, type StackStateViewFragment } from "../graphql/generated";
 import { StackHeader } from "./Stack";
 
+const OPTIONAL = ["outputs"] as const;
+
 type Version = StackStateViewFragment["versions"][number];
 type Lock = NonNullable<StackStateViewFragment["lock"]>;
 
@@ -16,7 +18,8 @@ export function StackStatePage() {
   const { org = "", slug = "" } = useParams();
   const [params] = useSearchParams();
   const unit = params.get("unit") || ".";
-  const { data, error, loading, refetch } = useApiQuery(StackStateDocument, { org, slug, unit });
+  // Outputs need the operator role: a reader's refusal hides that card alone, not the page.
+  const { data, error, loading, refetch, refused } = useApiQuery(StackStateDocument, { org, slug, unit }, { optional: OPTIONAL });
   const stack = data?.organization?.stack;
   usePageTitle("State", stack ? stack.name || stack.slug : slug, "Stacks");
 
@@ -64,7 +67,11 @@ export function StackStatePage() {
       )}
       <LockCard org={org} slug={slug} unit={unit} lock={state.lock} onUnlocked={refetch} />
       <Card title="Outputs">
-        {state.outputs.length === 0 ? (
+        {state.outputs === null || state.outputs === undefined ? (
+          <p className="muted" data-testid="outputs-hidden">
+            Outputs are visible to operators and admins. {refused.outputs ?? ""}
+          </p>
+        ) : state.outputs.length === 0 ? (
           <Empty title="No outputs." />
         ) : (
           <div className="table-box">

@@ -32,7 +32,8 @@ from firstlume.services.reads.state import StateHeadRecord
 K = TypeVar("K", bound=Hashable)
 VOLATILE = (
     "org_folders", "org_stacks", "subfolders", "folder_stacks", "queue_position", "lock_holder", "stack_runs",
-    "stack_run_count", "active_runs", "change_page", "change_counts", "change_facets", "effective_settings",
+    "stack_run_count", "active_runs", "change_page", "change_counts", "change_facets", "change_states",
+    "effective_settings",
     "variables", "state_heads",
 )  # fmt: skip
 V = TypeVar("V")
@@ -145,6 +146,10 @@ class Loaders:
     @cached_property
     def change_facets(self) -> DataLoader[str, Facets]:
         return self._loader(change_reads.facets)
+
+    @cached_property
+    def change_states(self) -> DataLoader[str, dict[str, int]]:
+        return self._loader(change_reads.state_counts)
 
     @cached_property
     def effective_settings(self) -> DataLoader[Scope, dict[str, Resolved]]:

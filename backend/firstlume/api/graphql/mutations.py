@@ -225,12 +225,18 @@ def fresh(info: Ctx) -> Loaders:
 
 @strawberry.type
 class Mutation(AccessMutation, SsoMutation):
-    @strawberry.mutation(description="Queues a run of the stack.")
-    async def start_run(self, info: Ctx, org: str, stack: str, type: RunType) -> StartRunResult:
+    @strawberry.mutation(
+        description="Queues a run of the stack: at the branch's tip, or at `commit` (a full SHA that an "
+        "earlier run of the stack planned; not for drift runs), as Retry does."
+    )
+    async def start_run(
+        self, info: Ctx, org: str, stack: str, type: RunType, commit: str | None = None
+    ) -> StartRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
                 stack_row = await catalog.stack_by_slug(unit.session, org_row, stack)
-                run = await runs.start_run(unit, actor, stack_row, command(StartRun, {"type": type}))
+                body = {"type": type} if commit is None else {"type": type, "commit": commit}
+                run = await runs.start_run(unit, actor, stack_row, command(StartRun, body))
             return Run(row=run, loaders=fresh(info))
 
         return await typed(INPUT_ERRORS, work)

@@ -24,11 +24,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.db.models import OutputChange, ResourceChange
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.errors import InvalidRequest
+from firstlume.domain.runs import ResourceState
 from firstlume.services.reads.rows import column_rows
 
 Q = TypeVar("Q", bound=Select[*tuple[Any, ...]])
 
 ACTIONS = tuple(action for action, _ in GROUPS)
+STATES = tuple(state.value for state in ResourceState)
 RANK = {action: rank for rank, action in enumerate(ACTIONS)}
 CURSOR = re.compile(r"([0-3])\.([0-9]{1,9})")
 MAX_TEXT = 1000
@@ -89,16 +91,20 @@ def _records(rows: Any) -> list[ChangeRecord]:
 @dataclass(frozen=True)
 class ChangeFilter:
     """Which changes to count and page; None means any. `text` is a case-insensitive substring
-    of the address."""
+    of the address; `state` the change's state in the apply (pending also matches a change no
+    apply has reached yet)."""
 
     action: str | None = None
     type: str | None = None
     unit: str | None = None
     text: str | None = None
+    state: str | None = None
 
     def __post_init__(self) -> None:
         if self.action is not None and self.action not in RANK:
             raise InvalidRequest(f"'action' must be one of {', '.join(ACTIONS)}.", field="action")
+        if self.state is not None and self.state not in STATES:
+            raise InvalidRequest(f"'state' must be one of {', '.join(STATES)}.", field="state")
         if self.text is not None and len(self.text) > MAX_TEXT:
             raise InvalidRequest(f"'text' must be at most {MAX_TEXT} characters.", field="text")
 
@@ -111,6 +117,10 @@ class ChangeFilter:
             query = query.where(C.unit == self.unit)
         if self.text:
             query = query.where(C.address.icontains(self.text, autoescape=True))
+        if self.state == ResourceState.PENDING:
+            query = query.where(or_(C.state == self.state, C.state.is_(None)))
+        elif self.state is not None:
+            query = query.where(C.state == self.state)
         return query
 
 
@@ -189,6 +199,20 @@ async def counts(
     for run_id, action, count in await column_rows(session, query):
         if action in RANK:
             found[run_id][action] = int(count)
+    return [dict(found[run_id]) for run_id in run_ids]
+
+
+async def state_counts(session: AsyncSession, run_ids: Sequence[str]) -> list[dict[str, int]]:
+    """For each run, how many of its changes are in each apply state, whatever the filters (a
+    change no apply has reached counts as pending)."""
+    rows = await column_rows(
+        session,
+        select(C.run_id, C.state, func.count()).where(C.run_id.in_(set(run_ids))).group_by(C.run_id, C.state),
+    )
+    found: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(STATES, 0))
+    for run_id, state, count in rows:
+        key = state if state in STATES else ResourceState.PENDING.value
+        found[run_id][key] += int(count)
     return [dict(found[run_id]) for run_id in run_ids]
 
 

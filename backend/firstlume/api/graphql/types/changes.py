@@ -138,6 +138,18 @@ class OutputChange:
         )
 
 
+@strawberry.type(
+    description="How many of the run's changes are in each state of the apply, whatever the filters "
+    '("198 done, 2 failed, 1 not applied"); pending counts the changes no apply has reached.'
+)
+class ChangeOutcome:
+    pending: int
+    applying: int
+    done: int
+    failed: int
+    not_applied: int
+
+
 @strawberry.type(description="How many changes of each group match the filters.")
 class ChangeCounts:
     delete: int
@@ -200,6 +212,10 @@ class Changes:
     @strawberry.field(description="Every output the plan changes (the filters apply to resources only).")
     async def outputs(self) -> list[OutputChange]:
         return [OutputChange.of(r) for r in await self.loaders.output_changes.load(self.key.run_id)]
+
+    @strawberry.field(description="The changes' states in the apply, whatever the filters.")
+    async def outcome(self) -> ChangeOutcome:
+        return ChangeOutcome(**await self.loaders.change_states.load(self.key.run_id))
 
     @strawberry.field(description="The resource types among all of the run's changes, for a filter.")
     async def types(self) -> list[str]:

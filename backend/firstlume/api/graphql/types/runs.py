@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import strawberry
 from strawberry import Private
 
-from firstlume.api.graphql.enums import ChangeAction, StepStatus, VariableKind
+from firstlume.api.graphql.enums import ChangeAction, ResourceState, StepStatus, VariableKind
 from firstlume.api.graphql.loaders import Loaders, known_or_awaited
 from firstlume.api.graphql.types.changes import Changes, ChangeSummary
 from firstlume.api.graphql.types.pagination import check_first
@@ -475,7 +475,7 @@ class Run:
     @strawberry.field(
         description=f"The planned changes: counts per group, and a page of the changes that match the "
         f"filters. `first` is at most {MAX_CHANGES_PAGE}; `text` matches part of the address, "
-        "ignoring case."
+        "ignoring case; `state` the change's state in the apply (failed, not applied, …)."
     )
     def changes(
         self,
@@ -485,10 +485,15 @@ class Run:
         type: str | None = None,
         unit: str | None = None,
         text: str | None = None,
+        state: ResourceState | None = None,
     ) -> Changes:
         check_first(first, MAX_CHANGES_PAGE)
         change_filter = ChangeFilter(
-            action=action.value if action is not None else None, type=type, unit=unit, text=text or None
+            action=action.value if action is not None else None,
+            type=type,
+            unit=unit,
+            text=text or None,
+            state=state.value if state is not None else None,
         )
         cursor = Cursor.parse(after) if after is not None else None
         return Changes(

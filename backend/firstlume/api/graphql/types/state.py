@@ -115,8 +115,13 @@ class StackState:
             records = await state_reads.versions(session, self.head.id, limit=first, before=before)
         return [StateVersion.of(r) for r in records]
 
-    @strawberry.field(description='The current state\'s outputs; sensitive values are "(sensitive)".')
-    async def outputs(self) -> list[StateOutput]:
+    # Nullable on purpose: a reader may not read outputs (the permission table says operator), and
+    # the refusal must null this field alone (with its error), not the whole stack above it.
+    @strawberry.field(
+        description='The current state\'s outputs; sensitive values are "(sensitive)". Null, with a '
+        "forbidden error at this path, for a role that may not read them (readers)."
+    )
+    async def outputs(self) -> list[StateOutput] | None:
         if self.head is None or self.head.serial is None:
             return []
         async with self.loaders.reads.session() as session:
