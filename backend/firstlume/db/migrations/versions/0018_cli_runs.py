@@ -2,7 +2,7 @@
 `terraform plan` uploads is kept sealed, bound to its id, as long as its run.
 
 Revision ID: 0018_cli_runs
-Revises: 0016_storage
+Revises: 0017_pull_requests
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_cli_runs"
-down_revision = "0016_storage"
+down_revision = "0017_pull_requests"
 branch_labels = None
 depends_on = None
 

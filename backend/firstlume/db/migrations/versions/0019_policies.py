@@ -4,7 +4,7 @@ policies with their origin, each one's result, and the approvals the approval po
 with those given so far). Columns are only added.
 
 Revision ID: 0019_policies
-Revises: 0016_storage
+Revises: 0018_cli_runs
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019_policies"
-down_revision = "0016_storage"
+down_revision = "0018_cli_runs"
 branch_labels = None
 depends_on = None
 

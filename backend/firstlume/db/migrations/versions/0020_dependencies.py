@@ -4,7 +4,7 @@ unique index that starts one run of a dependent per upstream run, and runs.depen
 (the upstream serials a plan read).
 
 Revision ID: 0020_dependencies
-Revises: 0016_storage
+Revises: 0019_policies
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020_dependencies"
-down_revision = "0016_storage"
+down_revision = "0019_policies"
 branch_labels = None
 depends_on = None
 

@@ -4,7 +4,7 @@ the sign-ins waiting for the identity provider, each organization's mapping of t
 groups, and folder grants.
 
 Revision ID: 0021_sso
-Revises: 0016_storage
+Revises: 0020_dependencies
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021_sso"
-down_revision = "0016_storage"
+down_revision = "0020_dependencies"
 branch_labels = None
 depends_on = None
 
