@@ -27,7 +27,9 @@ from firstlume.domain.policies import DEFAULT_TIME_LIMIT_S
 
 # How long the worker may take to start and load the input (a 10,000-resource plan loads in
 # well under a second); the policies' own limits start after it.
-WORKER_START_LIMIT_S = 30.0
+WORKER_START_LIMIT_S = 10.0
+# All of a run's policies together (the executor's finish request waits for them, 30 s at most).
+TOTAL_LIMIT_S = 20.0
 _WHERE = re.compile(r"-->\s*[^\n]*?:(\d+):(\d+)")
 _ERROR = re.compile(r"^error:\s*(.+)$", re.MULTILINE)
 
@@ -180,14 +182,23 @@ async def _converse(
     except (TimeoutError, ConnectionError, BrokenPipeError) as error:
         reason = f"the policy engine could not start: {error or 'it took too long'}"
         return [Evaluation(p.name, None, reason, 0) for p in policies]
+    budget_ends = time.monotonic() + TOTAL_LIMIT_S
     for index, policy in enumerate(policies):
         started = time.monotonic()
+        # Each policy has its limit, and all of them together TOTAL_LIMIT_S: the executor's
+        # finish request waits for them, and gives up after its own 30 s.
+        allowed = min(limit, max(0.0, budget_ends - started))
         try:
-            line = await asyncio.wait_for(process.stdout.readline(), limit)
+            line = await asyncio.wait_for(process.stdout.readline(), allowed)
         except TimeoutError:
             # The timer of asyncio may end a hair early by the monotonic clock: it ran its limit.
-            took = max(int((time.monotonic() - started) * 1000), int(limit * 1000))
-            results.append(Evaluation(policy.name, None, f"timed out after {seconds_text(limit)}", took))
+            took = max(int((time.monotonic() - started) * 1000), int(allowed * 1000))
+            reason = (
+                f"timed out after {seconds_text(limit)}"
+                if allowed == limit
+                else f"timed out: this run's policies took over {seconds_text(TOTAL_LIMIT_S)} in all"
+            )
+            results.append(Evaluation(policy.name, None, reason, took))
             results += [
                 Evaluation(p.name, None, "not evaluated: an earlier policy timed out", 0)
                 for p in policies[index + 1 :]
