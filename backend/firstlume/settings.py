@@ -446,8 +446,8 @@ class Settings(_EnvSettings):
     policy_time_limit: float = Field(
         default=2.0,
         gt=0,
-        le=600,
-        description="seconds each policy may take at the end of a plan; a slower one is stopped and fails the run",
+        le=20,
+        description="seconds each policy may take at the end of a plan (at most 20, as all of a run's together); a slower one is stopped and fails the run",
     )
     allow_private_webhooks: bool = Field(
         default=False,

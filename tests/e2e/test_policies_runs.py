@@ -258,3 +258,25 @@ async def test_a_policy_that_errors_or_no_longer_exists_fails_the_run_closed(
     assert lines[0] == "policy broken failed: divide by zero at line 4, column 12"
     assert lines[1] == "policy gone does not exist (named by the policies setting, organization)"
     assert [c["result"] for c in run["policy_checks"]] == ["deny", "deny"]
+
+
+async def test_a_policy_that_times_out_fails_the_run_and_the_others_are_still_evaluated(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    h = tenant.headers
+    await make_stack(ctx, tenant, {"slug": "web", "repository": "file:///r"})
+    slow = 'package s\n\ndeny contains "never" if {\n  some i in numbers.range(1, 1000000000)\n  i < 0\n}\n'
+    await _policy(client, tenant, "slow", "plan", slow)
+    await _policy(client, tenant, "watch", "plan", WATCH)
+    assert (
+        await client.patch(f"{O}/settings", headers=h, json={"policies": ["slow", "watch"]})
+    ).status_code == 200
+    run_id = await start(ctx, tenant.token, "acme", "web", "apply")
+    assert await finish_plans(ctx, synthetic_plan(creates=1)) == {run_id: "failed"}
+    run = (await client.get(f"{O}/runs/{run_id}", headers=h)).json()
+    assert run["error"] == "policy slow timed out after 2 s"
+    checks = {c["policy"]: c for c in run["policy_checks"]}
+    assert checks["slow"]["result"] == "deny" and checks["slow"]["took_ms"] >= 2000
+    # The worker that ran the slow policy was killed; a new one evaluated the next.
+    assert checks["watch"]["result"] == "warn"
+    assert checks["watch"]["messages"] == ["create: terraform_data.new0 (run apply by ada@example.com)"]

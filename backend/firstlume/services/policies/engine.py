@@ -27,7 +27,10 @@ from firstlume.domain.policies import DEFAULT_TIME_LIMIT_S
 
 # How long the worker may take to start and load the input (a 10,000-resource plan loads in
 # well under a second); the policies' own limits start after it.
-WORKER_START_LIMIT_S = 30.0
+WORKER_START_LIMIT_S = 20.0
+# All of a run's evaluation together, workers' starts included: the executor's finish request
+# waits for it, 30 s at most.
+TOTAL_LIMIT_S = 25.0
 _WHERE = re.compile(r"-->\s*[^\n]*?:(\d+):(\d+)")
 _ERROR = re.compile(r"^error:\s*(.+)$", re.MULTILINE)
 
@@ -71,7 +74,7 @@ class PolicyEngine(Protocol):
         self, policies: Sequence[PolicySource], input_json: bytes, time_limit_s: float = DEFAULT_TIME_LIMIT_S
     ) -> list[Evaluation]:
         """Each policy's outcome, in order; one that takes longer than `time_limit_s` is
-        stopped and errs "timed out after <limit> s", and so do those after it that did not run."""
+        stopped and errs "timed out after <limit> s" (the others are still evaluated)."""
         ...
 
 
@@ -146,35 +149,58 @@ class RegorusEngine:
     ) -> list[Evaluation]:
         if not policies:
             return []
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "firstlume.services.policies.worker",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            limit=64 * 1024 * 1024,
-        )
-        try:
-            return await _converse(process, policies, input_json, time_limit_s)
-        finally:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        # A policy that times out takes its worker with it; the policies after it are evaluated
+        # by a new one, within what is left of the run's budget.
+        budget_ends = time.monotonic() + TOTAL_LIMIT_S
+        results: list[Evaluation] = []
+        while len(results) < len(policies):
+            remaining = policies[len(results) :]
+            if time.monotonic() >= budget_ends:
+                reason = f"not evaluated: this run's policies took over {seconds_text(TOTAL_LIMIT_S)} in all"
+                return results + [Evaluation(p.name, None, reason, 0) for p in remaining]
+            results += await _in_a_worker(remaining, input_json, time_limit_s, budget_ends)
+        return results
+
+
+async def _in_a_worker(
+    policies: Sequence[PolicySource], input_json: bytes, limit: float, budget_ends: float
+) -> list[Evaluation]:
+    """The outcomes of `policies` in order, up to and including the first that times out."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "firstlume.services.policies.worker",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=64 * 1024 * 1024,
+    )
+    try:
+        return await _converse(process, policies, input_json, limit, budget_ends)
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        await process.wait()
 
 
 async def _converse(
-    process: asyncio.subprocess.Process, policies: Sequence[PolicySource], input_json: bytes, limit: float
+    process: asyncio.subprocess.Process,
+    policies: Sequence[PolicySource],
+    input_json: bytes,
+    limit: float,
+    budget_ends: float,
 ) -> list[Evaluation]:
     assert process.stdin is not None and process.stdout is not None
     sources = [{"name": p.name, "rego": p.rego, "rules": list(p.rules)} for p in policies]
     process.stdin.write(input_json.replace(b"\n", b" ") + b"\n" + json.dumps(sources).encode() + b"\n")
     results: list[Evaluation] = []
     try:
-        await asyncio.wait_for(process.stdin.drain(), WORKER_START_LIMIT_S)
+        starting = max(0.0, min(WORKER_START_LIMIT_S, budget_ends - time.monotonic()))
+        await asyncio.wait_for(process.stdin.drain(), starting)
         process.stdin.close()
-        ready = await asyncio.wait_for(process.stdout.readline(), WORKER_START_LIMIT_S)
+        starting = max(0.0, min(WORKER_START_LIMIT_S, budget_ends - time.monotonic()))
+        ready = await asyncio.wait_for(process.stdout.readline(), starting)
         if not ready:
             raise ConnectionError("the policy worker ended before it loaded the input")
     except (TimeoutError, ConnectionError, BrokenPipeError) as error:
@@ -182,21 +208,25 @@ async def _converse(
         return [Evaluation(p.name, None, reason, 0) for p in policies]
     for index, policy in enumerate(policies):
         started = time.monotonic()
+        # Each policy has its limit, and all of them together TOTAL_LIMIT_S: the executor's
+        # finish request waits for them, and gives up after its own 30 s.
+        allowed = min(limit, max(0.0, budget_ends - started))
         try:
-            line = await asyncio.wait_for(process.stdout.readline(), limit)
+            line = await asyncio.wait_for(process.stdout.readline(), allowed)
         except TimeoutError:
             # The timer of asyncio may end a hair early by the monotonic clock: it ran its limit.
-            took = max(int((time.monotonic() - started) * 1000), int(limit * 1000))
-            results.append(Evaluation(policy.name, None, f"timed out after {seconds_text(limit)}", took))
-            results += [
-                Evaluation(p.name, None, "not evaluated: an earlier policy timed out", 0)
-                for p in policies[index + 1 :]
-            ]
-            return results
+            took = max(int((time.monotonic() - started) * 1000), int(allowed * 1000))
+            reason = (
+                f"timed out after {seconds_text(limit)}"
+                if allowed == limit
+                else f"timed out: this run's policies took over {seconds_text(TOTAL_LIMIT_S)} in all"
+            )
+            return [*results, Evaluation(policy.name, None, reason, took)]
         took = int((time.monotonic() - started) * 1000)
         if not line:
-            results += [Evaluation(p.name, None, "the policy engine stopped", took) for p in policies[index:]]
-            return results
+            return results + [
+                Evaluation(p.name, None, "the policy engine stopped", took) for p in policies[index:]
+            ]
         answer = json.loads(line)
         took = int(answer.get("took_ms", took))
         results.append(Evaluation(policy.name, answer.get("rules"), answer.get("error"), took))
