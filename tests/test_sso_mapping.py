@@ -4,14 +4,18 @@ and a person mapped to nothing is no member. (The protocol itself: tests/e2e/tes
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
+import pytest
 from sqlalchemy import select
 
 from conftest import Tenant, make_tenant
-from firstlume.db.models import Organization
+from firstlume.db.models import ApiToken, Organization
+from firstlume.domain.errors import Unauthenticated
 from firstlume.domain.sso import GroupMapping, mapped_membership
 from firstlume.services import accounts
-from firstlume.services.access import sso_mapping
+from firstlume.services.access import sessions, sso_mapping
 from firstlume.services.access.members import list_members
 from firstlume.services.accounts import ensure_user
 from firstlume.services.context import Actor, Context
@@ -114,3 +118,23 @@ async def test_the_mapping_is_the_admins_and_bad_input_is_refused(
     # Another organization's mapping is not found.
     await make_tenant(ctx, "globex", "gus@example.com")
     assert (await client.get("/api/v1/orgs/globex/sso", headers=h)).status_code == 404
+
+
+async def test_a_session_expires_and_its_csrf_token_is_its_own(ctx: Context, tenant: Tenant) -> None:
+    async with ctx.unit() as unit:
+        user = await ensure_user(unit.session, "sue@example.com")
+        actor = Actor(user.id, user.email)
+        live = await sessions.start_session(unit.session, actor, timedelta(hours=1), {})
+        expired = await sessions.start_session(unit.session, actor, timedelta(seconds=-1), {})
+    async with ctx.db.read() as session:
+        assert (await accounts.authenticate(session, live.token)).email == "sue@example.com"
+        with pytest.raises(Unauthenticated):
+            await accounts.authenticate(session, expired.token)
+    assert sessions.csrf_token(live.token) != sessions.csrf_token(expired.token)
+    assert sessions.csrf_matches(live.token, sessions.csrf_token(live.token))
+    assert not sessions.csrf_matches(live.token, sessions.csrf_token(expired.token))
+    assert not sessions.csrf_matches(live.token, None)
+    # The session is stored hashed, never as the cookie's value.
+    async with ctx.db.read() as session:
+        stored = list(await session.scalars(select(ApiToken.token_hash).where(ApiToken.kind == "session")))
+    assert len(stored) == 2 and live.token not in stored and expired.token not in stored
