@@ -9,8 +9,10 @@ from datetime import timedelta
 import httpx
 import pytest
 from sqlalchemy import select
+from starlette.applications import Starlette
 
 from conftest import Tenant, make_tenant
+from firstlume.api.session_cookie import COOKIE
 from firstlume.db.models import ApiToken, Organization
 from firstlume.domain.errors import Unauthenticated
 from firstlume.domain.sso import GroupMapping, mapped_membership
@@ -138,3 +140,20 @@ async def test_a_session_expires_and_its_csrf_token_is_its_own(ctx: Context, ten
     async with ctx.db.read() as session:
         stored = list(await session.scalars(select(ApiToken.token_hash).where(ApiToken.kind == "session")))
     assert len(stored) == 2 and live.token not in stored and expired.token not in stored
+
+
+async def test_under_https_the_session_cookie_is_secure(app: Starlette, ctx: Context, tenant: Tenant) -> None:
+    async with ctx.unit() as unit:
+        user = await ensure_user(unit.session, "sue@example.com")
+        started = await sessions.start_session(
+            unit.session, Actor(user.id, user.email), timedelta(hours=1), {}
+        )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://firstlume.example") as browser:
+        browser.cookies.set(COOKIE, started.token, domain="firstlume.example")
+        csrf = (await browser.get("/api/v1/session")).json()["csrf_token"]
+        out = await browser.post("/api/v1/sso/logout", headers={"X-CSRF-Token": csrf})
+        assert out.status_code == 204
+        cleared = out.headers["set-cookie"]
+        assert cleared.startswith(f"{COOKIE}=") and "Secure" in cleared and "HttpOnly" in cleared, cleared
+        assert (await browser.get("/api/v1/session")).status_code == 401
