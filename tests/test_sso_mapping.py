@@ -4,14 +4,20 @@ and a person mapped to nothing is no member. (The protocol itself: tests/e2e/tes
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
+import pytest
 from sqlalchemy import select
+from starlette.applications import Starlette
 
 from conftest import Tenant, make_tenant
-from firstlume.db.models import Organization
+from firstlume.api.session_cookie import COOKIE
+from firstlume.db.models import ApiToken, Organization
+from firstlume.domain.errors import Unauthenticated
 from firstlume.domain.sso import GroupMapping, mapped_membership
 from firstlume.services import accounts
-from firstlume.services.access import sso_mapping
+from firstlume.services.access import sessions, sso_mapping
 from firstlume.services.access.members import list_members
 from firstlume.services.accounts import ensure_user
 from firstlume.services.context import Actor, Context
@@ -114,3 +120,40 @@ async def test_the_mapping_is_the_admins_and_bad_input_is_refused(
     # Another organization's mapping is not found.
     await make_tenant(ctx, "globex", "gus@example.com")
     assert (await client.get("/api/v1/orgs/globex/sso", headers=h)).status_code == 404
+
+
+async def test_a_session_expires_and_its_csrf_token_is_its_own(ctx: Context, tenant: Tenant) -> None:
+    async with ctx.unit() as unit:
+        user = await ensure_user(unit.session, "sue@example.com")
+        actor = Actor(user.id, user.email)
+        live = await sessions.start_session(unit.session, actor, timedelta(hours=1), {})
+        expired = await sessions.start_session(unit.session, actor, timedelta(seconds=-1), {})
+    async with ctx.db.read() as session:
+        assert (await accounts.authenticate(session, live.token)).email == "sue@example.com"
+        with pytest.raises(Unauthenticated):
+            await accounts.authenticate(session, expired.token)
+    assert sessions.csrf_token(live.token) != sessions.csrf_token(expired.token)
+    assert sessions.csrf_matches(live.token, sessions.csrf_token(live.token))
+    assert not sessions.csrf_matches(live.token, sessions.csrf_token(expired.token))
+    assert not sessions.csrf_matches(live.token, None)
+    # The session is stored hashed, never as the cookie's value.
+    async with ctx.db.read() as session:
+        stored = list(await session.scalars(select(ApiToken.token_hash).where(ApiToken.kind == "session")))
+    assert len(stored) == 2 and live.token not in stored and expired.token not in stored
+
+
+async def test_under_https_the_session_cookie_is_secure(app: Starlette, ctx: Context, tenant: Tenant) -> None:
+    async with ctx.unit() as unit:
+        user = await ensure_user(unit.session, "sue@example.com")
+        started = await sessions.start_session(
+            unit.session, Actor(user.id, user.email), timedelta(hours=1), {}
+        )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://firstlume.example") as browser:
+        browser.cookies.set(COOKIE, started.token, domain="firstlume.example")
+        csrf = (await browser.get("/api/v1/session")).json()["csrf_token"]
+        out = await browser.post("/api/v1/sso/logout", headers={"X-CSRF-Token": csrf})
+        assert out.status_code == 204
+        cleared = out.headers["set-cookie"]
+        assert cleared.startswith(f"{COOKIE}=") and "Secure" in cleared and "HttpOnly" in cleared, cleared
+        assert (await browser.get("/api/v1/session")).status_code == 401
