@@ -62,7 +62,7 @@ async def start_dependents(ctx: Context, unit: Unit, upstream_run_id: str) -> di
         .order_by(Stack.slug)
     )
     started = []
-    for outputs, stack in dependents.tuples():
+    for outputs, stack in dependents.all():
         changed = changed_outputs(before, after, outputs)
         if not changed:
             continue
