@@ -197,6 +197,8 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/orgs/{org}/notifications": {},
     "/api/v1/orgs/{org}/notifications/{id}": {},
     "/api/v1/orgs/{org}/notifications/{id}/deliveries": {"limit": "5"},
+    "/api/v1/orgs/{org}/stacks/{stack}/dependencies": {},
+    "/api/v1/orgs/{org}/dependency-graph": {},
     # A deleted stack's reads: `{id}` here is no deleted stack (404), so their parameters
     # (?limit, ?before, ?unit) are taken in tests/test_deleting_things.py.
     "/api/v1/orgs/{org}/deleted-stacks": {},

@@ -118,4 +118,12 @@ def test_the_graph_colours_thirty_stacks_and_reaches_neighbours_by_keyboard(
     expect(page.get_by_test_id("upstream")).to_contain_text("network")
     expect(page.get_by_test_id("downstream").locator("li")).to_have_count(1 + len(SERVICES) // 2)
     ui.check_screen(page, "desktop-stack-dependencies")
+
+    # On a phone the graph scrolls inside its card, and the panel follows it.
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, f"/orgs/{tenant.org}/dependencies")
+    expect(phone.locator("button.graph-node")).to_have_count(30)
+    phone.locator("button[data-stack='network']").click()
+    expect(phone.get_by_test_id("dependency-panel")).to_contain_text("cluster")
+    ui.check_screen(phone, "phone-dependencies")
     assert ui.close() == []

@@ -21,6 +21,7 @@ from firstlume.db.models import Run, Stack, StateHead, StateVersion
 from firstlume.db.models_dependencies import DependencyTrigger, StackDependency
 from firstlume.db.types import utcnow
 from firstlume.domain.dependencies import changed_outputs
+from firstlume.domain.errors import FirstlumeError
 from firstlume.domain.git import StackTrigger
 from firstlume.domain.runs import RunType, TriggerKind
 from firstlume.domain.state import ROOT_UNIT
@@ -48,10 +49,10 @@ async def start_dependents(ctx: Context, unit: Unit, upstream_run_id: str) -> di
     run = await session.get(Run, upstream_run_id)
     upstream = await session.get(Stack, run.stack_id) if run is not None else None
     if run is None or upstream is None or upstream.deleted_at is not None:
-        return {"started": [], "skipped": "the upstream run or stack is gone"}
+        return {"started": [], "gone": "the upstream run or stack is gone"}
     after_serial = await _serial_written_by(unit, run)
     if after_serial is None:
-        return {"started": [], "skipped": "the apply wrote no managed state"}
+        return {"started": [], "unchanged": "the apply wrote no managed state"}
     before_serial = (run.planned_state_serials or {}).get(ROOT_UNIT)
     before = await state_outputs(session, ctx.keyring, run.stack_id, before_serial)
     after = await state_outputs(session, ctx.keyring, run.stack_id, after_serial)
@@ -61,24 +62,24 @@ async def start_dependents(ctx: Context, unit: Unit, upstream_run_id: str) -> di
         .where(StackDependency.upstream_stack_id == run.stack_id, Stack.deleted_at.is_(None))
         .order_by(Stack.slug)
     )
-    started = []
-    for outputs, stack in dependents.tuples():
+    started: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for outputs, stack in dependents.all():
         changed = changed_outputs(before, after, outputs)
         if not changed:
             continue
         # A stack whose pushes start nothing (manual) still gets a plan: someone must see it.
         run_type = RunType.APPLY if stack.trigger == StackTrigger.APPLY else RunType.PLAN
-        new = await start_run(
-            unit,
-            None,
-            stack,
-            StartRun(type=run_type),
-            trigger=Trigger(
-                kind=TriggerKind.DEPENDENCY, by=f"dependency:{upstream.slug}", upstream_run=run.id
-            ),
-        )
+        trigger = Trigger(kind=TriggerKind.DEPENDENCY, by=f"dependency:{upstream.slug}", upstream_run=run.id)
+        try:
+            # A dependent deleted meanwhile is skipped, not the trigger's other dependents.
+            async with session.begin_nested():
+                new = await start_run(unit, None, stack, StartRun(type=run_type), trigger=trigger)
+        except FirstlumeError as error:
+            skipped.append({"stack": stack.slug, "reason": error.message})
+            continue
         started.append({"stack": stack.slug, "run": new.id, "outputs": changed})
-    return {"started": started, "serials": [before_serial or 0, after_serial]}
+    return {"started": started, "skipped": skipped, "serials": [before_serial or 0, after_serial]}
 
 
 class DependencyTriggers(BackgroundService):
