@@ -194,6 +194,8 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/orgs/{org}/drift": {},
     "/api/v1/orgs/{org}/stacks/{stack}/drift": {"limit": "5", "before": "9"},
     "/api/v1/orgs/{org}/git/deliveries": {"limit": "5"},
+    "/api/v1/orgs/{org}/git/hosts": {},
+    "/api/v1/orgs/{org}/pull-requests": {"state": "open", "stack": "net"},
     "/api/v1/orgs/{org}/notifications": {},
     "/api/v1/orgs/{org}/notifications/{id}": {},
     "/api/v1/orgs/{org}/notifications/{id}/deliveries": {"limit": "5"},

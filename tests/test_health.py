@@ -23,8 +23,8 @@ async def test_ready_reports_each_background_service_and_its_last_pass(client: h
     deadline = asyncio.get_running_loop().time() + 10
     while True:
         services = (await client.get("/readyz")).json()["services"]
-        # This app runs no scheduler: its relay, its sender and its token watch.
-        assert set(services) == {"outbox-relay", "notification-sender", "token-watch"}
+        # This app runs no scheduler: its relay, its senders and its token watch.
+        assert set(services) == {"outbox-relay", "notification-sender", "git-feedback-sender", "token-watch"}
         if all(s["last_pass_age_s"] is not None for s in services.values()):
             break
         assert asyncio.get_running_loop().time() < deadline, services  # each passes as it starts

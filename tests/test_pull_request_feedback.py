@@ -167,6 +167,28 @@ async def test_a_pr_gets_pending_then_success_and_one_comment_edited_for_each_ne
         await until(
             lambda: second[:7] in host.comments[comment_id], 10, "the comment edited for the new head"
         )
+        # A third head while the second's run is still queued: that run is superseded, the new one planned.
+        third = prs.commit({"infra/main.tf": MAIN_TF + "# v4\n"}, dialect)
+        await prs.deliver(dialect, "push", third)
+        _, superseded, latest = await prs.runs()
+        assert (superseded["status"], superseded["error"]) == ("canceled", f"superseded by {third[:7]}")
+        assert await plan_run(ctx, plan_deleting(["terraform_data.old"])) == {latest["id"]: "planned"}
+
+        await until(
+            lambda: [c for c in status_calls(host, "error") if c.path.endswith(second)],
+            10,
+            "the superseded status",
+        )
+        [done] = await until(
+            lambda: [c for c in status_calls(host, "success") if c.path.endswith(third)],
+            10,
+            "the third's success",
+        )
+        assert done.body["description"] == "0 to add, 0 to change, 1 to destroy"
+        await until(
+            lambda: third[:7] in host.comments[comment_id], 10, "the comment edited for the third head"
+        )
+        assert "planned" in host.comments[comment_id]
         assert len(comment_creations(host)) == 1  # the same comment, edited in place
         assert all(c.headers.get("user-agent", "").startswith("Firstlume") for c in host.calls)
 

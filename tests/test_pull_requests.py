@@ -380,3 +380,72 @@ async def test_a_proposed_run_does_not_wait_for_a_persons_state_lock(prs: PullRe
     assert launch.run_id == proposed  # the tracked plan waits for the person's lock
     statuses = {r["id"]: r["status"] for r in await prs.runs()}
     assert statuses == {tracked["id"]: "queued", proposed: "planning"}
+
+
+GRAPHQL_PULL_REQUESTS = """query($org: String!) { organization(slug: $org) {
+  stack(slug: "net") { pullRequests }
+  pullRequests(state: "open", stack: "net") { number title author headSha state runs { id stack status } }
+  gitHosts { host kind apiUrl tokenSet }
+  runs: stack(slug: "net") { runs(first: 5) { nodes { id proposed trigger { kind commit pullRequest { number url headSha baseBranch } } } } }
+} }"""
+PUT_GIT_HOST = """mutation($org: String!) {
+  putGitHost(org: $org, host: "gitea.example.com", input: {kind: GITEA, apiUrl: "https://gitea.example.com/api/v1", token: "gt-secret-1"}) {
+    __typename ... on GitHost { host kind apiUrl tokenSet }
+  }
+}"""
+
+
+async def test_graphql_has_the_pull_requests_hosts_and_proposed_runs(prs: PullRequests) -> None:
+    await prs.setup()
+    head = prs.commit({"infra/main.tf": MAIN_TF + "# v2\n"}, "github")
+    [run_id] = (await prs.deliver("github", "open", head)).json()["runs"]
+
+    put = await prs.client.post(
+        "/graphql",
+        json={"query": PUT_GIT_HOST, "variables": {"org": prs.tenant.org}},
+        headers=prs.tenant.headers,
+    )
+    read = await prs.client.post(
+        "/graphql",
+        json={"query": GRAPHQL_PULL_REQUESTS, "variables": {"org": prs.tenant.org}},
+        headers=prs.tenant.headers,
+    )
+
+    assert put.json()["data"]["putGitHost"] == {
+        "__typename": "GitHost",
+        "host": "gitea.example.com",
+        "kind": "GITEA",
+        "apiUrl": "https://gitea.example.com/api/v1",
+        "tokenSet": True,
+    }
+    assert "gt-secret-1" not in put.text + read.text
+    org = read.json()["data"]["organization"]
+    assert org["stack"] == {"pullRequests": "PLAN"}
+    assert org["pullRequests"] == [
+        {
+            "number": 7,
+            "title": "Widen the network",
+            "author": "grace",
+            "headSha": head,
+            "state": "open",
+            "runs": [{"id": run_id, "stack": "net", "status": "queued"}],
+        }
+    ]
+    assert org["gitHosts"] == [
+        {
+            "host": "gitea.example.com",
+            "kind": "GITEA",
+            "apiUrl": "https://gitea.example.com/api/v1",
+            "tokenSet": True,
+        }
+    ]
+    [run] = org["runs"]["runs"]["nodes"]
+    assert run == {
+        "id": run_id,
+        "proposed": True,
+        "trigger": {
+            "kind": "PULL_REQUEST",
+            "commit": head,
+            "pullRequest": {"number": 7, "url": f"{prs.url}/pull/7", "headSha": head, "baseBranch": "main"},
+        },
+    }

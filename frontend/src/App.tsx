@@ -10,6 +10,9 @@ import { SignInPage } from "./pages/SignIn";
 const StacksPage = lazy(() => import("./pages/Stacks").then((m) => ({ default: m.StacksPage })));
 const StackPage = lazy(() => import("./pages/Stack").then((m) => ({ default: m.StackPage })));
 const StackStatePage = lazy(() => import("./pages/StackState").then((m) => ({ default: m.StackStatePage })));
+const StackPullRequestsPage = lazy(() =>
+  import("./pages/StackPullRequests").then((m) => ({ default: m.StackPullRequestsPage })),
+);
 const RunPage = lazy(() => import("./pages/Run").then((m) => ({ default: m.RunPage })));
 const GitDeliveriesPage = lazy(() => import("./pages/GitDeliveries").then((m) => ({ default: m.GitDeliveriesPage })));
 const AuditPage = lazy(() => import("./pages/Audit").then((m) => ({ default: m.AuditPage })));
@@ -37,6 +40,7 @@ export function App() {
         <Route path="stacks/:slug" element={<StackPage />} />
         <Route path="stacks/:slug/settings" element={<StackSettingsPage />} />
         <Route path="stacks/:slug/state" element={<StackStatePage />} />
+        <Route path="stacks/:slug/pull-requests" element={<StackPullRequestsPage />} />
         <Route path="stacks/:slug/drift" element={<StackDriftPage />} />
         <Route path="drift" element={<DriftPage />} />
         <Route path="dependencies" element={<DependenciesPage />} />

@@ -101,6 +101,7 @@ async def test_metrics_after_real_runs(server: LiveServer, api: Api, tenant: Ten
         "scheduler",
         "outbox-relay",
         "notification-sender",
+        "git-feedback-sender",
         "drift-scheduler",
         "git-poll",
         "token-watch",

@@ -73,6 +73,12 @@ function RunView() {
     <div className="page run-page" data-run-status={run.status}>
       <RunHeader org={org} run={run} onPickStep={(name) => navigate(`${base}/steps?step=${encodeURIComponent(name)}`)} />
       {updates.error && updates.error.code === "network" && <div className="reconnecting">Live updates interrupted; reconnecting…</div>}
+      {run.proposed && (
+        <div className="alert proposed-run" role="note" data-testid="proposed-run">
+          <strong>Proposed run.</strong> It plans a pull request's head and is never applied: merging the pull request
+          is what changes the infrastructure.
+        </div>
+      )}
       {run.error && (
         <div className="alert alert-danger run-error" role="alert" data-testid="run-error">
           <strong>The run failed.</strong>
@@ -81,7 +87,8 @@ function RunView() {
       )}
       <RunTriage org={org} run={run} />
       <PolicyChecks checks={run.policyChecks ?? null} />
-      <ApprovalPanel org={org} run={run} />
+      {/* A proposed run only plans: nothing to approve. */}
+      {!run.proposed && <ApprovalPanel org={org} run={run} />}
       <nav className="tabs" aria-label="Views of the run">
         {TABS.map((t) => (
           <NavLink key={t.path} end to={t.path ? `${base}/${t.path}` : base}>
@@ -191,6 +198,20 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
           </span>
         )}
         {run.trigger.kind === "SCHEDULE" && <span data-testid="run-trigger">by the drift schedule</span>}
+        {run.trigger.pullRequest && (
+          <span data-testid="run-trigger">
+            for pull request{" "}
+            <a className="underlined" href={run.trigger.pullRequest.url} target="_blank" rel="noreferrer">
+              #{run.trigger.pullRequest.number} {run.trigger.pullRequest.title}
+            </a>
+            {run.trigger.commit && (
+              <>
+                {" "}
+                at <span className="mono">{shortSha(run.trigger.commit)}</span>
+              </>
+            )}
+          </span>
+        )}
         {run.finishedAt && <span title={dateTime(run.finishedAt)}>finished <TimeAgo iso={run.finishedAt} /></span>}
         {run.durationMs !== null && (
           <span title="From the start of the first phase to the end: time in the queue is not counted" data-testid="run-took">

@@ -42,6 +42,7 @@ export function StackHeader({ org, slug, folder, title, children }: { org: strin
           <NavLink end to={`/orgs/${org}/stacks/${slug}`}>
             Runs
           </NavLink>
+          <NavLink to={`/orgs/${org}/stacks/${slug}/pull-requests`}>Pull requests</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/state`}>State</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/drift`}>Drift</NavLink>
           <NavLink to={`/orgs/${org}/stacks/${slug}/dependencies`}>Dependencies</NavLink>

@@ -94,29 +94,22 @@ async def report(unit: Unit, run: Run, status: RunStatus) -> None:
             attempts_log=[],
         )
     )
-    waiting = await session.scalar(
-        select(GitFeedback.id).where(
-            GitFeedback.pull_request_id == pull.id,
-            GitFeedback.kind == "comment",
-            GitFeedback.delivered_at.is_(None),
-            GitFeedback.given_up_at.is_(None),
-            GitFeedback.leased_until.is_(None),
+    # Always a row of its own: a row already waiting might be taken (and its text built) before
+    # this change commits. The sender posts a pull request's rows in order, so the last one
+    # sends the text as of the last change.
+    session.add(
+        GitFeedback(
+            org_id=run.org_id,
+            pull_request_id=pull.id,
+            kind="comment",
+            run_id=run.id,
+            payload={},
+            created_at=now,
+            next_attempt_at=now,
+            attempts=0,
+            attempts_log=[],
         )
     )
-    if waiting is None:  # a comment row not yet taken will send the newest text anyway
-        session.add(
-            GitFeedback(
-                org_id=run.org_id,
-                pull_request_id=pull.id,
-                kind="comment",
-                run_id=run.id,
-                payload={},
-                created_at=now,
-                next_attempt_at=now,
-                attempts=0,
-                attempts_log=[],
-            )
-        )
     unit.wrote_git_feedback = True
 
 
