@@ -140,6 +140,13 @@ def test_every_body_route_refuses_malformed_json(settings: Settings, runner: asy
                     assert_error_shape(response, where)
                     if response.status_code < 300:
                         continue  # a route that reads no body (heartbeat, discard, ...)
+                    if target.path.startswith("/api/v2/") and response.status_code == 404:
+                        # The HCP Terraform API finds what its path names (a workspace, a run)
+                        # before it reads a body, as HCP Terraform does; the ids filled in here
+                        # name nothing. tests/test_cli_configuration_upload.py sends such routes
+                        # malformed bodies with ids that exist.
+                        assert response.json()["error"]["code"] == "not_found", where
+                        continue
                     # Refused as the body it is, not for any other reason.
                     assert response.status_code in (400, 422), where + " " + response.text[:200]
                     assert response.json()["error"]["code"] in BODY_CODES, where + " " + response.text[:200]

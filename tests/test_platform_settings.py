@@ -165,15 +165,13 @@ async def test_a_run_records_what_started_it_and_history_filters_by_trigger(
     runs_by_id = {
         r["id"]: r for r in (await client.get(f"{O}/stacks/net/runs", headers=tenant.headers)).json()["runs"]
     }
-    assert shown(runs_by_id[manual]) == (
-        tenant.email, {"kind": "manual", "commit": None, "delivery": None, "upstream_run": None},
-    )  # fmt: skip
+    assert shown(runs_by_id[manual]) == (tenant.email, {"kind": "manual", "commit": None, "delivery": None})
     assert shown(runs_by_id[pushed]) == (
-        "git:grace@example.com", {"kind": "push", "commit": "a" * 40, "delivery": "d-1", "upstream_run": None},
+        "git:grace@example.com", {"kind": "push", "commit": "a" * 40, "delivery": "d-1"},
     )  # fmt: skip
     assert shown(runs_by_id[scheduled]) == (
         "schedule",
-        {"kind": "schedule", "commit": None, "delivery": None, "upstream_run": None},
+        {"kind": "schedule", "commit": None, "delivery": None},
     )
 
     only_push = (await client.get(f"{O}/stacks/net/runs?trigger=push", headers=tenant.headers)).json()

@@ -88,7 +88,7 @@ def repo(tmp_path: Path, name: str, code: str) -> StackRepo:
 
 def cluster_runs(api: Api, upstream_run: str) -> list[dict[str, Any]]:
     runs = api.http.get(f"{api.o}/stacks/cluster/runs").json()["runs"]
-    return [r for r in runs if r["trigger"]["upstream_run"] == upstream_run]
+    return [r for r in runs if r["trigger"].get("upstream_run") == upstream_run]
 
 
 async def connect(database_url: str) -> asyncpg.Connection:

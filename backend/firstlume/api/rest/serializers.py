@@ -25,8 +25,10 @@ def trigger_json(run: RunRecord) -> dict[str, Any]:
         "kind": run.trigger_kind,
         "commit": run.trigger_commit,
         "delivery": run.trigger_delivery,
-        "upstream_run": run.trigger_upstream_run_id,
     }
+    # What only some kinds of trigger carry is there only for them.
+    if run.trigger_upstream_run_id is not None:
+        trigger["upstream_run"] = run.trigger_upstream_run_id
     if run.trigger_pull_request is not None:
         trigger["pull_request"] = run.trigger_pull_request
     return trigger

@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
-from firstlume.api.rest.http import bearer_token, context_of, endpoint, json_body
+from firstlume.api.rest.http import bearer_token, check_query, context_of, endpoint, json_body
 from firstlume.api.rest.org_routes import org_read, org_request
 from firstlume.api.session_cookie import COOKIE, session_cookie
 from firstlume.api.validation import command
@@ -33,6 +33,7 @@ def _secure(request: Request) -> bool:
 
 @endpoint
 async def sso_config(request: Request) -> Response:
+    check_query(request)
     settings = context_of(request).settings
     enabled = oidc.configured(settings)
     return JSONResponse(
@@ -111,6 +112,7 @@ async def sso_logout(request: Request) -> Response:
 @endpoint
 async def current_session(request: Request) -> Response:
     """Who the browser's session is, and its CSRF token: the SPA's first request."""
+    check_query(request)
     token = session_cookie(request.headers)
     if token is None or bearer_token(request) != token:
         raise Unauthenticated("No session: sign in first (or send an API token to the API).")
