@@ -126,8 +126,14 @@ async def capacity(request: Request) -> Response:
 
 
 async def _workspace(
-    session: Session, org: OrganizationRecord, stack: StackRecord, role: str | None
+    session: Session,
+    org: OrganizationRecord,
+    stack: StackRecord,
+    role: str | None,
+    tags: list[str] | None = None,
 ) -> dict[str, Any]:
+    if tags is None:
+        tags = (await workspaces.tags_of(session, [stack.id]))[stack.id]
     head = await state_reads.head_of(session, stack.id, ".")
     [active] = await run_reads.active_runs(session, [org.id], run_reads.RunFilter())
     current = next((r for r in active if r.stack_id == stack.id and r.status != RunStatus.QUEUED), None)
@@ -137,6 +143,7 @@ async def _workspace(
         locked=head is not None and head.lock_id is not None and head.lock_phase is None,
         current_run=f"run-{current.id}" if current else None,
         role=role,
+        tags=tags,
     )
 
 
@@ -148,8 +155,22 @@ async def list_workspaces(request: Request) -> Response:
         name = request.query_params.get("search[name]")
         if name:
             stacks = [s for s in stacks if name in s.slug]
-        data = [await _workspace(session, org, s, actor.role) for s in stacks]
+        tags = await workspaces.tags_of(session, [s.id for s in stacks])
+        wanted = _wanted_tags(request)
+        stacks = [s for s in stacks if wanted <= set(tags[s.id])]
+        data = [await _workspace(session, org, s, actor.role, tags[s.id]) for s in stacks]
     return document({"data": data, "meta": docs.page_meta(len(data))})
+
+
+def _wanted_tags(request: Request) -> set[str]:
+    """The tags every listed workspace carries: `search[tags]` (comma-separated) and tag
+    bindings (`filter[tagged][i][key]`, `…[value]`)."""
+    wanted = {t.strip() for t in request.query_params.get("search[tags]", "").split(",") if t.strip()}
+    for name, key in request.query_params.items():
+        if name.startswith("filter[tagged][") and name.endswith("][key]"):
+            value = request.query_params.get(name.removesuffix("[key]") + "[value]")
+            wanted.add(f"{key}:{value}" if value else key)
+    return wanted
 
 
 @tfe_endpoint
@@ -167,7 +188,9 @@ async def create_workspace(request: Request) -> Response:
     async with ctx.unit() as unit:
         actor, org = await authenticated_in(unit.session, request, request.path_params["org"])
         body = docs.parse(docs.WorkspaceDocument, raw)
-        stack, created = await workspaces.ensure_workspace(unit, ctx.keyring, org, body.data.attributes.name)
+        stack, created = await workspaces.ensure_workspace(
+            unit, ctx.keyring, org, body.data.attributes.name, body.data.tags()
+        )
         if not created:
             raise Conflict(f"A workspace '{stack.slug}' already exists in this organization.", field="name")
         data = await _workspace(unit.session, org, stack, actor.role)

@@ -85,7 +85,7 @@ def has_changes(run: RunRecord) -> bool:
 
 
 def workspace_json(org: OrganizationRecord, stack: StackRecord, *, locked: bool, current_run: str | None,
-                   role: str | None) -> dict[str, Any]:  # fmt: skip
+                   role: str | None, tags: list[str]) -> dict[str, Any]:  # fmt: skip
     operator = role in ("operator", "admin")
     admin = role == "admin"
     permissions = {
@@ -118,7 +118,7 @@ def workspace_json(org: OrganizationRecord, stack: StackRecord, *, locked: bool,
         "speculative-enabled": True,
         "queue-all-runs": False,
         "file-triggers-enabled": False,
-        "tag-names": [],
+        "tag-names": tags,
         "vcs-repo": None,
         "created-at": iso(stack.created_at),
         "updated-at": iso(stack.created_at),
