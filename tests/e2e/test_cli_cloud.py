@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from support.make_run import make_run
 from support.terraform import requires_terraform, terraform_env
 from support.tls import LocalTls, make_local_tls
 from support.waiting import wait_until
@@ -347,3 +348,19 @@ def _wait_for_approval_of(
         return runs[0] if runs and runs[0]["status"] == "awaiting_approval" else None
 
     return wait_until(awaiting, 120, "the CLI's apply to wait for its yes")
+
+
+def test_make_run_tls_prints_the_ssl_cert_file_export_the_cli_needs(tmp_path: Path) -> None:
+    with make_run(tmp_path / "data", scheduler=True, tls=True) as (exports, _):
+        assert {"SSL_CERT_FILE", "FIRSTLUME_HOST", "FIRSTLUME_TOKEN"} <= set(exports), exports
+        host = exports["FIRSTLUME_HOST"]
+        org = exports["O"].rstrip("/").rsplit("/", 1)[1]
+        assert exports["O"].startswith(f"https://{host}/")
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "main.tf").write_text(main_tf(host, org))
+        credentials = f'credentials "{host}" {{\n  token = "{exports["FIRSTLUME_TOKEN"]}"\n}}\n'
+        env = terraform_env(tmp_path, credentials, SSL_CERT_FILE=exports["SSL_CERT_FILE"])
+        tf(["init", "-input=false"], code, env)
+        planned = tf(["plan", "-input=false"], code, env)
+        assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
