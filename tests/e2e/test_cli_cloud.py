@@ -144,6 +144,7 @@ def test_init_plan_apply_output_state_destroy(
     o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
     runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
     assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
+    assert runs[0]["trigger"]["configuration_version"].startswith("cv-")
 
     applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
     assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout

@@ -9,6 +9,7 @@ from typing import Any
 
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
+from firstlume.domain.runs import TriggerKind
 from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeRecord, OutputChangeRecord
 from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
@@ -99,7 +100,7 @@ def run_json(details: RunDetails) -> dict[str, Any]:
         "status": run.status,
         "created_at": iso(run.created_at),
         "created_by": details.created_by,
-        "trigger": {"kind": run.trigger_kind, "commit": run.trigger_commit, "delivery": run.trigger_delivery},
+        "trigger": _trigger_json(run),
         "updated_at": iso(run.updated_at),
         "started_at": iso(started),
         "finished_at": iso(run.finished_at),
@@ -202,3 +203,11 @@ def changes_document(
     head = _dumps({"summary": summary.as_dict(), "summary_text": summary.text})
     shown = _dumps([output_change_json(o) for o in outputs])
     return f'{head[:-1]},"groups":[{groups}],"outputs":{shown}}}'.encode()
+
+
+def _trigger_json(run: RunRecord) -> dict[str, object]:
+    """What started the run; a CLI run names the configuration version it plans (which the
+    run's delivery column holds for it)."""
+    if run.trigger_kind == TriggerKind.CLI:
+        return {"kind": run.trigger_kind, "configuration_version": f"cv-{run.trigger_delivery}"}
+    return {"kind": run.trigger_kind, "commit": run.trigger_commit, "delivery": run.trigger_delivery}
