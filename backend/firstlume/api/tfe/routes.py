@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
@@ -602,6 +603,14 @@ async def unlock_workspace(request: Request) -> Response:
 
 
 @tfe_endpoint
+async def run_page(request: Request) -> Response:
+    """The address the CLI prints for a run (HCP Terraform's `/app/<org>/<workspace>/runs/<id>`):
+    the run's page in Firstlume's UI, which asks for sign-in as any page does."""
+    org, run_id = request.path_params["org"], request.path_params["run"].removeprefix("run-")
+    return RedirectResponse(f"/orgs/{quote(org)}/runs/{quote(run_id)}", status_code=302)
+
+
+@tfe_endpoint
 async def motd(request: Request) -> Response:
     return JSONResponse({"msg": ""})
 
@@ -612,6 +621,7 @@ routes = [
     Route("/.well-known/terraform.json", discovery, methods=["GET"], name="tfe.discovery"),
     Route(f"{V2}/ping", ping, methods=["GET"], name="tfe.ping"),
     Route(f"{V2}/motd", motd, methods=["GET"], name="tfe.motd"),
+    Route("/app/{org}/{workspace}/runs/{run}", run_page, methods=["GET"], name="tfe.run_page"),
     Route(f"{V2}/account/details", account_details, methods=["GET"], name="tfe.account_details"),
     Route(f"{V2}/organizations/{{org}}", organization, methods=["GET"], name="tfe.organization"),
     Route(
