@@ -570,6 +570,11 @@ async def lock_workspace(request: Request) -> Response:
     reason = docs.parse(docs.LockReason, await json_body(request))
     async with context_of(request).unit() as unit:
         caller, lock_id = await _workspace_lock_caller(unit.session, request)
+        head = await state_reads.head_of(unit.session, caller.stack.id, ".")
+        if head is not None and head.lock_id == lock_id:
+            # HCP Terraform's answer to a second lock (another holder's is refused by lock_state,
+            # once a dead run's lock has been released).
+            raise Conflict(f"The workspace is already locked by {head.lock_holder} (lock {head.lock_id}).")
         info = {
             "ID": lock_id,
             "Operation": "OperationTypeInvalid",
