@@ -174,6 +174,16 @@ def test_init_plan_apply_output_state_destroy(
     listed = tf(["state", "list"], code, env)
     assert listed.stdout.split() == []
 
+    # A lock left behind (here taken over the API) is released by `terraform force-unlock`.
+    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+    locked = http.post(
+        f"{tls_server.server.url}/api/v2/workspaces/{workspace.json()['data']['id']}/actions/lock"
+    )
+    assert locked.json()["data"]["attributes"]["locked"] is True, locked.text
+    tf(["force-unlock", "-force", f"{tenant.org}/{WORKSPACE}"], code, env)
+    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+    assert workspace.json()["data"]["attributes"]["locked"] is False
+
 
 def _latest_run(http: httpx.Client, o: str) -> dict[str, Any] | None:
     runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
