@@ -7,6 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# `make run TLS=1`: HTTPS with a local CA under the data dir (the Terraform CLI speaks only HTTPS)
+TLS ?=
 export FIRSTLUME_DATA_DIR ?= $(CURDIR)/.firstlume
 
 .PHONY: run test test-fast install frontend check lint typecheck imports schema-check chart schema protocol-doc bench clean
@@ -43,8 +45,8 @@ run: install frontend
 	scripts/ensure-sandbox.sh
 	$(BIN)/firstlume migrate
 	@echo "Paste these exports into your shell (the demo token is the same each time: .firstlume/demo-token):"
-	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT)
-	FIRSTLUME_LOG_FORMAT=text $(BIN)/firstlume serve --host $(HOST) --port $(PORT)
+	@$(BIN)/firstlume demo --host $(HOST) --port $(PORT) $(if $(filter 1,$(TLS)),--tls)
+	FIRSTLUME_LOG_FORMAT=text $(BIN)/firstlume serve --host $(HOST) --port $(PORT) $(if $(filter 1,$(TLS)),--tls-local)
 
 # pytest-xdist workers for `make test`: the tests mostly wait on servers, executors, terraform
 # and the browser, so on 2 cores more workers than cores measure best (README: Testing).

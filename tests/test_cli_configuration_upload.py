@@ -210,3 +210,9 @@ def test_extraction_refuses_what_the_check_refuses(tmp_path: Any) -> None:
     extract_tarball(tarball([file("main.tf"), file("modules/x/a.tf"), link("alias.tf", "main.tf")]), good)
     assert (good / "modules/x/a.tf").read_bytes() == b"x"
     assert (good / "alias.tf").is_symlink()
+
+
+async def test_the_run_address_the_cli_prints_leads_to_the_runs_page(client: httpx.AsyncClient) -> None:
+    response = await client.get("/app/acme/network/runs/run-0123abcd", follow_redirects=False)
+    assert response.status_code == 302
+    assert response.headers["location"] == "/orgs/acme/runs/0123abcd"

@@ -83,6 +83,7 @@ def build_launcher(settings: Settings) -> Launcher:
         return KubernetesLauncher.from_settings(settings)
     from firstlume.demo import DEMO_REPOSITORY
     from firstlume.launchers.local import Isolation, LocalLauncher
+    from firstlume.local_tls import PUBLIC
 
     hidden_files: tuple[Path, ...] = ()
     if settings.is_sqlite:
@@ -92,7 +93,8 @@ def build_launcher(settings: Settings) -> Launcher:
         work_root=settings.executor_work_dir,
         hidden_dirs=(settings.data_dir,),
         hidden_files=hidden_files,
-        shown_dirs=(settings.data_dir / DEMO_REPOSITORY,),
+        # The demo repository, and the certificates of `make run TLS=1` (never its key).
+        shown_dirs=(settings.data_dir / DEMO_REPOSITORY, settings.data_dir / "tls" / PUBLIC),
         sandbox=settings.executor_sandbox,
         passed_env=settings.executor_env,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,6 +69,14 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     cert = args.tls_cert or settings.tls_cert
     key = args.tls_key or settings.tls_key
+    if args.tls_local:
+        # `make run TLS=1`: a local CA and certificate under the data dir, which local executors
+        # trust through SSL_CERT_FILE (a bundle with the public authorities: clones still work).
+        from firstlume.local_tls import ensure_local_tls
+
+        local = ensure_local_tls(settings.data_dir / "tls")
+        cert, key = local.cert, local.key
+        os.environ["SSL_CERT_FILE"] = str(local.bundle)
     if (cert is None) != (key is None):
         print(
             "firstlume serve: HTTPS needs both --tls-cert and --tls-key (FIRSTLUME_TLS_CERT, FIRSTLUME_TLS_KEY)"
@@ -167,6 +176,14 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     demo = _with_context(settings, seed_demo)
     base = f"http://{args.host}:{args.port}"
+    if args.tls:
+        from firstlume.local_tls import ensure_local_tls
+
+        local = ensure_local_tls(settings.data_dir / "tls")
+        # The Terraform CLI needs a DNS name for its cloud hostname: localhost, with the port.
+        base = f"https://localhost:{args.port}"
+        print(f"export SSL_CERT_FILE={local.bundle}")
+        print(f"export FIRSTLUME_HOST=localhost:{args.port}")
     print(f"export FIRSTLUME_TOKEN={demo.token}")
     print('export H="Authorization: Bearer $FIRSTLUME_TOKEN"')
     print(f"export O={base}/api/v1/orgs/{demo.org}")
@@ -226,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tls-cert", type=Path, help="serve HTTPS with this PEM certificate (FIRSTLUME_TLS_CERT)"
     )
     serve.add_argument("--tls-key", type=Path, help="the certificate's PEM private key (FIRSTLUME_TLS_KEY)")
+    serve.add_argument(
+        "--tls-local",
+        action="store_true",
+        help="serve HTTPS with a local CA made under the data dir (make run TLS=1)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     executor = sub.add_parser("executor", help="run one phase of a run (configured by environment)")
@@ -269,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="seed the demo organization and stack; print the exports")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
+    demo.add_argument("--tls", action="store_true", help="also print SSL_CERT_FILE for `serve --tls-local`")
     demo.set_defaults(handler=cmd_demo)
 
     schema = sub.add_parser("export-schema", help="write the GraphQL schema (SDL)")

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from support.make_run import make_run
 from support.terraform import requires_terraform, terraform_env
 from support.tls import LocalTls, make_local_tls
 from support.waiting import wait_until
@@ -143,6 +144,7 @@ def test_init_plan_apply_output_state_destroy(
     o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
     runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
     assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
+    assert runs[0]["trigger"]["configuration_version"].startswith("cv-")
 
     applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
     assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
@@ -171,6 +173,16 @@ def test_init_plan_apply_output_state_destroy(
     assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
     listed = tf(["state", "list"], code, env)
     assert listed.stdout.split() == []
+
+    # A lock left behind (here taken over the API) is released by `terraform force-unlock`.
+    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+    locked = http.post(
+        f"{tls_server.server.url}/api/v2/workspaces/{workspace.json()['data']['id']}/actions/lock"
+    )
+    assert locked.json()["data"]["attributes"]["locked"] is True, locked.text
+    tf(["force-unlock", "-force", f"{tenant.org}/{WORKSPACE}"], code, env)
+    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+    assert workspace.json()["data"]["attributes"]["locked"] is False
 
 
 def _latest_run(http: httpx.Client, o: str) -> dict[str, Any] | None:
@@ -252,3 +264,114 @@ def test_confirm_destructive_is_approved_in_firstlume_while_the_cli_waits(
         assert f"/orgs/{tenant.org}/runs/{run['id']}" in output, output
         assert "1 destroyed" in output, output
         assert _latest_run(http, o)["status"] == "applied"  # type: ignore[index]
+
+
+def test_workspaces_by_tags_and_a_cli_plan_queued_behind_an_apply(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    tagged = main_tf(tls_server.host, tenant.org).replace(f'name = "{WORKSPACE}"', 'tags = ["team:net"]')
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "main.tf").write_text(tagged)
+    env = cli_env(tmp_path, tls_server, tenant.token)
+    http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
+    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
+    # A stack without the tag is not one of this code's workspaces.
+    untagged = http.post(
+        f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces",
+        content=json.dumps({"data": {"type": "workspaces", "attributes": {"name": "other"}}}),
+    )
+    assert untagged.status_code == 201, untagged.text
+
+    first = http.post(
+        f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces",
+        content=json.dumps(
+            {"data": {"type": "workspaces", "attributes": {"name": "net-a", "tag-names": ["team:net"]}}}
+        ),
+    )
+    assert first.status_code == 201, first.text
+    tf(["init", "-input=false"], code, {**env, "TF_WORKSPACE": "net-a"})
+    tf(["workspace", "new", "net-b"], code, env)
+    listed = tf(["workspace", "list"], code, env).stdout
+    assert "net-a" in listed and "net-b" in listed and "other" not in listed, listed
+    tf(["workspace", "select", "net-a"], code, env)
+    assert tf(["workspace", "show"], code, env).stdout.strip() == "net-a"
+    stacks = {s["slug"] for s in http.get(f"{o}/stacks").json()["stacks"]}
+    assert {"net-a", "net-b", "other"} <= stacks
+
+    # An apply waits for its "yes", holding the stack's lock; a second CLI's plan queues behind it.
+    apply_cli = subprocess.Popen(
+        ["terraform", "apply"],
+        cwd=code,
+        env={**env, "TF_INPUT": "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    plan_cli: subprocess.Popen[str] | None = None
+    try:
+        apply_run = _wait_for_approval_of(http, o, "net-a", apply_cli)
+        plan_cli = subprocess.Popen(
+            ["terraform", "plan", "-input=false"],
+            cwd=code,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+        def queued() -> dict[str, Any] | None:
+            assert plan_cli is not None and plan_cli.poll() is None
+            runs = http.get(f"{o}/stacks/net-a/runs").json()["runs"]
+            return runs[0] if runs[0]["id"] != apply_run["id"] and runs[0]["status"] == "queued" else None
+
+        plan_run = wait_until(queued, 60, "the second CLI's plan to queue")
+        assert plan_run["queue_position"] == 1, plan_run
+        assert http.get(f"{o}/runs/{apply_run['id']}").json()["status"] == "awaiting_approval"
+        assert apply_cli.stdin is not None
+        apply_cli.stdin.write("yes\n")
+        apply_cli.stdin.flush()
+        applied, _ = apply_cli.communicate(timeout=180)
+        assert apply_cli.returncode == 0, applied
+        planned, _ = plan_cli.communicate(timeout=180)
+        assert plan_cli.returncode == 0, planned
+        assert "No changes." in planned, planned
+        history = http.get(f"{o}/stacks/net-a/runs").json()["runs"]
+        assert [(r["type"], r["status"]) for r in history[:2]] == [
+            ("plan", "no_changes"),
+            ("apply", "applied"),
+        ]
+    finally:
+        for cli in (apply_cli, plan_cli):
+            if cli is not None and cli.poll() is None:
+                cli.kill()
+                cli.wait()
+
+
+def _wait_for_approval_of(
+    http: httpx.Client, o: str, stack: str, cli: subprocess.Popen[str]
+) -> dict[str, Any]:
+    def awaiting() -> dict[str, Any] | None:
+        assert cli.poll() is None, cli.communicate()
+        runs = http.get(f"{o}/stacks/{stack}/runs").json()["runs"]
+        return runs[0] if runs and runs[0]["status"] == "awaiting_approval" else None
+
+    return wait_until(awaiting, 120, "the CLI's apply to wait for its yes")
+
+
+def test_make_run_tls_prints_the_ssl_cert_file_export_the_cli_needs(tmp_path: Path) -> None:
+    with make_run(tmp_path / "data", scheduler=True, tls=True) as (exports, _):
+        assert {"SSL_CERT_FILE", "FIRSTLUME_HOST", "FIRSTLUME_TOKEN"} <= set(exports), exports
+        host = exports["FIRSTLUME_HOST"]
+        org = exports["O"].rstrip("/").rsplit("/", 1)[1]
+        assert exports["O"].startswith(f"https://{host}/")
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "main.tf").write_text(main_tf(host, org))
+        credentials = f'credentials "{host}" {{\n  token = "{exports["FIRSTLUME_TOKEN"]}"\n}}\n'
+        env = terraform_env(tmp_path, credentials, SSL_CERT_FILE=exports["SSL_CERT_FILE"])
+        tf(["init", "-input=false"], code, env)
+        planned = tf(["plan", "-input=false"], code, env)
+        assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,9 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str], subprocess.Popen[str]]]:
-    """Serves `make run`; yields the exports it printed and the process. `scheduler` off: runs
-    stay queued (no executor, no terraform)."""
+def make_run(
+    data_dir: Path, *, scheduler: bool, tls: bool = False
+) -> Iterator[tuple[dict[str, str], subprocess.Popen[str]]]:
+    """Serves `make run` (`make run TLS=1` with `tls`); yields the exports it printed and the
+    process. `scheduler` off: runs stay queued (no executor, no terraform)."""
     for tool in ("curl", "jq", "make"):
         if shutil.which(tool) is None:
             pytest.fail(f"`{tool}` is needed by this test (see README: Testing).")
@@ -48,6 +51,7 @@ def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str
             "run",
             f"PORT={port}",
             f"VENV={Path(sys.executable).parent.parent}",
+            *(["TLS=1"] if tls else []),
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -67,8 +71,9 @@ def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str
             if "ST" in exports:
                 break
         assert {"FIRSTLUME_TOKEN", "H", "O", "ST"} <= set(exports), "".join(lines)
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _ready(url) or process.poll() is not None, 60, "make run to serve")
+        url = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"
+        ca = exports.get("SSL_CERT_FILE") if tls else None
+        wait_until(lambda: _ready(url, ca) or process.poll() is not None, 60, "make run to serve")
         assert process.poll() is None, "".join(lines) + process.stdout.read()
         yield exports, process
     finally:  # however it went: `make run` and what it started never outlive the test
@@ -77,9 +82,10 @@ def make_run(data_dir: Path, *, scheduler: bool) -> Iterator[tuple[dict[str, str
         process.stdout.close()
 
 
-def _ready(url: str) -> bool:
+def _ready(url: str, ca: str | None = None) -> bool:
     try:
-        return httpx.get(url + "/readyz", timeout=2).status_code == 200
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
+        return httpx.get(url + "/readyz", timeout=2, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False
 

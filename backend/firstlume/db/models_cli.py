@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from firstlume.db.models import Base, new_id
@@ -46,3 +46,14 @@ class CliRun(Base):
     )
     auto_apply: Mapped[bool] = mapped_column(Boolean, default=False)
     message: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+
+
+class StackTag(Base):
+    """A workspace tag (`workspaces { tags = [...] }` in a `cloud` block): the CLI lists, creates
+    and selects the stacks that carry all of its tags."""
+
+    __tablename__ = "stack_tags"
+    __table_args__ = (UniqueConstraint("stack_id", "tag"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"))
+    tag: Mapped[str] = mapped_column(String(255))

@@ -10,6 +10,7 @@ from typing import Any
 from firstlume.domain.changes import GROUPS
 from firstlume.domain.inheritance import Resolved
 from firstlume.domain.policies import approvals_text
+from firstlume.domain.runs import TriggerKind
 from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeRecord, OutputChangeRecord
 from firstlume.services.reads.runs import RunDetails, RunRecord, duration_ms, summary_of
@@ -21,12 +22,15 @@ def iso(value: datetime | None) -> str | None:
 
 
 def trigger_json(run: RunRecord) -> dict[str, Any]:
+    """What started the run. A CLI run names the configuration version it plans (which the
+    run's delivery column holds for it); what only some kinds carry is there only for them."""
+    if run.trigger_kind == TriggerKind.CLI:
+        return {"kind": run.trigger_kind, "configuration_version": f"cv-{run.trigger_delivery}"}
     trigger: dict[str, Any] = {
         "kind": run.trigger_kind,
         "commit": run.trigger_commit,
         "delivery": run.trigger_delivery,
     }
-    # What only some kinds of trigger carry is there only for them.
     if run.trigger_upstream_run_id is not None:
         trigger["upstream_run"] = run.trigger_upstream_run_id
     if run.trigger_pull_request is not None:

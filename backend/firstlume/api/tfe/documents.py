@@ -31,9 +31,39 @@ class WorkspaceAttributes(_Lenient):
     tag_names: list[str] = Field(default_factory=list, alias="tag-names")
 
 
+class TagAttributes(_Lenient):
+    name: str | None = Field(default=None, max_length=255)
+    key: str | None = Field(default=None, max_length=255)
+    value: str | None = Field(default=None, max_length=255)
+
+
+class TagRef(_Lenient):
+    attributes: TagAttributes = Field(default_factory=TagAttributes)
+
+
+class TagList(_Lenient):
+    data: list[TagRef] = Field(default_factory=list)
+
+
+class WorkspaceRelationships(_Lenient):
+    tags: TagList = Field(default_factory=TagList)
+    tag_bindings: TagList = Field(default_factory=TagList, alias="tag-bindings")
+
+
 class WorkspaceData(_Lenient):
     type: str | None = None
     attributes: WorkspaceAttributes
+    relationships: WorkspaceRelationships = Field(default_factory=WorkspaceRelationships)
+
+    def tags(self) -> list[str]:
+        """Tags however the CLI sends them: tag-names, tags, or tag bindings (key:value)."""
+        named = list(self.attributes.tag_names)
+        named += [t.attributes.name for t in self.relationships.tags.data if t.attributes.name]
+        for binding in self.relationships.tag_bindings.data:
+            if binding.attributes.key:
+                value = binding.attributes.value
+                named.append(f"{binding.attributes.key}:{value}" if value else binding.attributes.key)
+        return named
 
 
 class WorkspaceDocument(_Lenient):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
@@ -126,8 +127,14 @@ async def capacity(request: Request) -> Response:
 
 
 async def _workspace(
-    session: Session, org: OrganizationRecord, stack: StackRecord, role: str | None
+    session: Session,
+    org: OrganizationRecord,
+    stack: StackRecord,
+    role: str | None,
+    tags: list[str] | None = None,
 ) -> dict[str, Any]:
+    if tags is None:
+        tags = (await workspaces.tags_of(session, [stack.id]))[stack.id]
     head = await state_reads.head_of(session, stack.id, ".")
     [active] = await run_reads.active_runs(session, [org.id], run_reads.RunFilter())
     current = next((r for r in active if r.stack_id == stack.id and r.status != RunStatus.QUEUED), None)
@@ -137,6 +144,7 @@ async def _workspace(
         locked=head is not None and head.lock_id is not None and head.lock_phase is None,
         current_run=f"run-{current.id}" if current else None,
         role=role,
+        tags=tags,
     )
 
 
@@ -148,8 +156,22 @@ async def list_workspaces(request: Request) -> Response:
         name = request.query_params.get("search[name]")
         if name:
             stacks = [s for s in stacks if name in s.slug]
-        data = [await _workspace(session, org, s, actor.role) for s in stacks]
+        tags = await workspaces.tags_of(session, [s.id for s in stacks])
+        wanted = _wanted_tags(request)
+        stacks = [s for s in stacks if wanted <= set(tags[s.id])]
+        data = [await _workspace(session, org, s, actor.role, tags[s.id]) for s in stacks]
     return document({"data": data, "meta": docs.page_meta(len(data))})
+
+
+def _wanted_tags(request: Request) -> set[str]:
+    """The tags every listed workspace carries: `search[tags]` (comma-separated) and tag
+    bindings (`filter[tagged][i][key]`, `…[value]`)."""
+    wanted = {t.strip() for t in request.query_params.get("search[tags]", "").split(",") if t.strip()}
+    for name, key in request.query_params.items():
+        if name.startswith("filter[tagged][") and name.endswith("][key]"):
+            value = request.query_params.get(name.removesuffix("[key]") + "[value]")
+            wanted.add(f"{key}:{value}" if value else key)
+    return wanted
 
 
 @tfe_endpoint
@@ -167,7 +189,9 @@ async def create_workspace(request: Request) -> Response:
     async with ctx.unit() as unit:
         actor, org = await authenticated_in(unit.session, request, request.path_params["org"])
         body = docs.parse(docs.WorkspaceDocument, raw)
-        stack, created = await workspaces.ensure_workspace(unit, ctx.keyring, org, body.data.attributes.name)
+        stack, created = await workspaces.ensure_workspace(
+            unit, ctx.keyring, org, body.data.attributes.name, body.data.tags()
+        )
         if not created:
             raise Conflict(f"A workspace '{stack.slug}' already exists in this organization.", field="name")
         data = await _workspace(unit.session, org, stack, actor.role)
@@ -546,6 +570,11 @@ async def lock_workspace(request: Request) -> Response:
     reason = docs.parse(docs.LockReason, await json_body(request))
     async with context_of(request).unit() as unit:
         caller, lock_id = await _workspace_lock_caller(unit.session, request)
+        head = await state_reads.head_of(unit.session, caller.stack.id, ".")
+        if head is not None and head.lock_id == lock_id:
+            # HCP Terraform's answer to a second lock (another holder's is refused by lock_state,
+            # once a dead run's lock has been released).
+            raise Conflict(f"The workspace is already locked by {head.lock_holder} (lock {head.lock_id}).")
         info = {
             "ID": lock_id,
             "Operation": "OperationTypeInvalid",
@@ -579,6 +608,14 @@ async def unlock_workspace(request: Request) -> Response:
 
 
 @tfe_endpoint
+async def run_page(request: Request) -> Response:
+    """The address the CLI prints for a run (HCP Terraform's `/app/<org>/<workspace>/runs/<id>`):
+    the run's page in Firstlume's UI, which asks for sign-in as any page does."""
+    org, run_id = request.path_params["org"], request.path_params["run"].removeprefix("run-")
+    return RedirectResponse(f"/orgs/{quote(org)}/runs/{quote(run_id)}", status_code=302)
+
+
+@tfe_endpoint
 async def motd(request: Request) -> Response:
     return JSONResponse({"msg": ""})
 
@@ -589,6 +626,7 @@ routes = [
     Route("/.well-known/terraform.json", discovery, methods=["GET"], name="tfe.discovery"),
     Route(f"{V2}/ping", ping, methods=["GET"], name="tfe.ping"),
     Route(f"{V2}/motd", motd, methods=["GET"], name="tfe.motd"),
+    Route("/app/{org}/{workspace}/runs/{run}", run_page, methods=["GET"], name="tfe.run_page"),
     Route(f"{V2}/account/details", account_details, methods=["GET"], name="tfe.account_details"),
     Route(f"{V2}/organizations/{{org}}", organization, methods=["GET"], name="tfe.organization"),
     Route(

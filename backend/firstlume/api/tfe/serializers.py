@@ -4,6 +4,7 @@ asks for "yes" while it is `planned` and confirmable, and streams the apply's lo
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from firstlume.api.tfe.documents import iso, related, resource
@@ -29,6 +30,8 @@ RUN_STATUS: dict[RunStatus, str] = {
 }
 
 PLAN_DONE = frozenset(s for s in RunStatus if s not in (S.QUEUED, S.PLANNING))
+# The statuses a plan ends in (its log's last lines may still be on their way to the CLI).
+PLAN_ENDS = frozenset({S.NO_CHANGES, S.PLANNED, S.DRIFTED, S.AWAITING_APPROVAL, S.APPLY_QUEUED, S.FAILED})
 APPLY_DONE = frozenset({S.APPLIED, S.FAILED, S.CANCELED, S.DISCARDED, S.NO_CHANGES, S.PLANNED, S.DRIFTED})
 
 
@@ -44,10 +47,21 @@ def failed_in_apply(run: RunRecord) -> bool:
     )
 
 
+# How long a phase that has just ended still reads as running. The CLI's log reader, after ten
+# reads that brought nothing, asks whether the phase is over and stops reading if it is: a phase
+# that ended between its last read and that question would lose its last lines. Within this time
+# its next read (at most two seconds later) brings them, and the end of text.
+SETTLING_SECONDS = 5.0
+
+
+def settling(run: RunRecord) -> bool:
+    return (datetime.now(UTC) - run.updated_at).total_seconds() < SETTLING_SECONDS
+
+
 def plan_status(run: RunRecord, *, waits_for_approval: bool = False) -> str:
     if run.status == S.QUEUED:
         return "pending"
-    if run.status == S.PLANNING or waits_for_approval:
+    if run.status == S.PLANNING or waits_for_approval or (run.status in PLAN_ENDS and settling(run)):
         # A run approved only in Firstlume: the CLI goes on reading the plan's log meanwhile.
         return "running"
     if run.status == S.CANCELED and not run.has_plan:
@@ -64,9 +78,11 @@ def apply_status(run: RunRecord) -> str:
     if status == S.APPLYING:
         return "running"
     if status == S.APPLIED:
-        return "finished"
+        return "running" if settling(run) else "finished"
     if status == S.FAILED:
-        return "errored" if failed_in_apply(run) else "unreachable"
+        if failed_in_apply(run):
+            return "running" if settling(run) else "errored"
+        return "unreachable"
     if status == S.CANCELED:
         return "canceled"
     if status in (S.DISCARDED, S.NO_CHANGES, S.PLANNED, S.DRIFTED):
@@ -85,7 +101,7 @@ def has_changes(run: RunRecord) -> bool:
 
 
 def workspace_json(org: OrganizationRecord, stack: StackRecord, *, locked: bool, current_run: str | None,
-                   role: str | None) -> dict[str, Any]:  # fmt: skip
+                   role: str | None, tags: list[str]) -> dict[str, Any]:  # fmt: skip
     operator = role in ("operator", "admin")
     admin = role == "admin"
     permissions = {
@@ -118,7 +134,7 @@ def workspace_json(org: OrganizationRecord, stack: StackRecord, *, locked: bool,
         "speculative-enabled": True,
         "queue-all-runs": False,
         "file-triggers-enabled": False,
-        "tag-names": [],
+        "tag-names": tags,
         "vcs-repo": None,
         "created-at": iso(stack.created_at),
         "updated-at": iso(stack.created_at),

@@ -64,6 +64,7 @@ REST: dict[str, Need] = {
     "tfe.motd": Open.PUBLIC,
     "tfe.upload": Open.PUBLIC,
     "tfe.log": Open.PUBLIC,
+    "tfe.run_page": Open.PUBLIC,
     "tfe.account_details": Open.SIGNED_IN,
     **{
         f"tfe.{name}": R

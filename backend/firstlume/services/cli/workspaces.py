@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from firstlume.crypto import KeyRing
+from firstlume.db.models_cli import StackTag
 from firstlume.domain.errors import InvalidRequest
 from firstlume.services import catalog
 from firstlume.services.commands import CreateStack, Slug
@@ -32,11 +35,35 @@ def checked_name(name: object) -> str:
         ) from None
 
 
+MAX_TAG = 255
+
+
+def checked_tags(tags: list[str]) -> list[str]:
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip() or len(tag) > MAX_TAG or "," in tag:
+            raise InvalidRequest(
+                f"A workspace tag is a non-empty text of at most {MAX_TAG} characters without commas; got {tag!r}.",
+                field="tag-names",
+            )
+    return sorted(set(tags))
+
+
+async def tags_of(session: AsyncSession, stack_ids: list[str]) -> dict[str, list[str]]:
+    rows = await session.execute(
+        select(StackTag.stack_id, StackTag.tag).where(StackTag.stack_id.in_(stack_ids)).order_by(StackTag.tag)
+    )
+    found: dict[str, list[str]] = {stack_id: [] for stack_id in stack_ids}
+    for stack_id, tag in rows:
+        found[stack_id].append(tag)
+    return found
+
+
 async def ensure_workspace(
-    unit: Unit, keyring: KeyRing, org: OrganizationRecord, name: str
+    unit: Unit, keyring: KeyRing, org: OrganizationRecord, name: str, tags: list[str] | None = None
 ) -> tuple[StackRecord, bool]:
-    """The stack named `name`, created (without a repository) when there is none yet."""
+    """The stack named `name`, created (without a repository, with `tags`) when there is none yet."""
     slug = checked_name(name)
+    wanted = checked_tags(tags or [])
     found = await catalog_reads.stack_by_slug(unit.session, org.id, slug)
     if found is not None:
         return found, False
@@ -51,4 +78,7 @@ async def ensure_workspace(
         git_ssh_key=None,
         trigger=None,
     )
-    return await catalog.create_stack(unit.session, keyring, org, command), True
+    stack = await catalog.create_stack(unit.session, keyring, org, command)
+    unit.session.add_all([StackTag(stack_id=stack.id, tag=tag) for tag in wanted])
+    await unit.session.flush()
+    return stack, True

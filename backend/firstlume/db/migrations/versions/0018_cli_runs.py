@@ -1,4 +1,4 @@
-"""configuration_versions and cli_runs: the Terraform CLI as a client (a `cloud` block). The code
+"""configuration_versions, cli_runs and stack_tags: the Terraform CLI as a client (a `cloud` block). The code
 `terraform plan` uploads is kept sealed, bound to its id, as long as its run.
 
 Revision ID: 0018_cli_runs
@@ -73,8 +73,20 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("run_id", name=op.f("pk_cli_runs")),
     )
     op.create_index(op.f("ix_cli_runs_configuration_version_id"), "cli_runs", ["configuration_version_id"])
+    op.create_table(
+        "stack_tags",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("stack_id", sa.String(32), nullable=False),
+        sa.Column("tag", sa.String(255), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["stack_id"], ["stacks.id"], name=op.f("fk_stack_tags_stack_id_stacks"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_stack_tags")),
+        sa.UniqueConstraint("stack_id", "tag", name=op.f("uq_stack_tags_stack_id_tag")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("stack_tags")
     op.drop_table("cli_runs")
     op.drop_table("configuration_versions")
