@@ -303,7 +303,9 @@ async def test_a_wrong_signature_and_a_10_mb_body_are_refused(prs: PullRequests,
         assert await session.scalar(select(func.count()).select_from(PullRequest)) == 0
 
 
-async def test_a_pr_of_an_unknown_repository_starts_nothing_and_says_so(prs: PullRequests) -> None:
+async def test_a_pr_of_a_repository_no_stack_uses_is_refused_keeping_only_its_delivery(
+    prs: PullRequests, ctx: Context
+) -> None:
     await prs.setup()
     head = prs.commit({"infra/main.tf": MAIN_TF + "# v2\n"}, "github")
     payload = pull_request_payload("github", "https://github.invalid/else/where", 7, "open", head)
@@ -313,6 +315,33 @@ async def test_a_pr_of_an_unknown_repository_starts_nothing_and_says_so(prs: Pul
         f"{prs.o}/git/webhook",
         content=body,
         headers=signed("github", prs.secret, body, "d-3", event="pull_request"),
+    )
+
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "unknown_repository"
+    assert (
+        "No stack of this organization uses repository 'https://github.invalid/else/where"
+        in error["message"]
+    )
+    async with ctx.db.read() as session:
+        assert await session.scalar(select(func.count()).select_from(Run)) == 0
+        assert await session.scalar(select(func.count()).select_from(PullRequest)) == 0
+    deliveries = (await prs.client.get(f"{prs.o}/git/deliveries", headers=prs.tenant.headers)).json()
+    [logged] = [d for d in deliveries["deliveries"] if d["delivery"] == "d-3"]
+    assert logged["http_status"] == 422 and logged["result"]["refused"] == "unknown_repository", logged
+
+
+async def test_a_pr_against_a_branch_no_stack_follows_starts_nothing_and_says_so(prs: PullRequests) -> None:
+    await prs.setup()
+    head = prs.commit({"infra/main.tf": MAIN_TF + "# v2\n"}, "github")
+    payload = pull_request_payload("github", prs.url, 7, "open", head, base="release")
+    body = json.dumps(payload).encode()
+
+    response = await prs.client.post(
+        f"{prs.o}/git/webhook",
+        content=body,
+        headers=signed("github", prs.secret, body, "d-4", event="pull_request"),
     )
 
     assert response.status_code == 200

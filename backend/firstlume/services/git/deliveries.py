@@ -15,7 +15,8 @@ from firstlume.db.models import Organization, Stack
 from firstlume.db.models_git import GitDelivery, GitWebhookSecret
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
-from firstlume.domain.errors import FirstlumeError, NotFound
+from firstlume.domain.errors import FirstlumeError, NotFound, UnknownRepository
+from firstlume.domain.git import normalize_repository
 from firstlume.protocol.events import GitDeliveryLogged
 from firstlume.pubsub import org_git_channel
 from firstlume.services import audit
@@ -144,6 +145,16 @@ async def receive(ctx: Context, org_slug: str, headers: Mapping[str, str], body:
     return answer
 
 
+async def uses_repository(ctx: Context, org_id: str, repository_urls: list[str]) -> bool:
+    """Whether a live stack of the organization uses the repository (any branch)."""
+    wanted = {normalize_repository(url) for url in repository_urls if url}
+    async with ctx.db.read() as session:
+        repositories = await session.scalars(
+            select(Stack.repository).where(Stack.org_id == org_id, Stack.deleted_at.is_(None)).distinct()
+        )
+        return any(normalize_repository(repository) in wanted for repository in repositories)
+
+
 async def _receive_pull_request(
     ctx: Context, org: OrganizationRecord, hook: Hook, body: bytes
 ) -> dict[str, Any]:
@@ -152,6 +163,16 @@ async def _receive_pull_request(
     except FirstlumeError as refusal:
         await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
         raise
+    if not await uses_repository(ctx, org.id, event.repository_urls):
+        # A pull request is planned only by stacks of its base repository: one that no stack uses
+        # is a webhook pointed at the wrong organization (or a stack that was never created),
+        # which the host's delivery log should show as refused. Nothing but the delivery is kept.
+        refusal = UnknownRepository(
+            f"No stack of this organization uses repository '{event.repository}': create a stack "
+            "for it (with pull_requests: plan), or point this webhook at the organization that has one."
+        )
+        await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
+        raise refusal
     try:
         return await handle_pull_request(ctx, org, hook, event)
     except Duplicate:
