@@ -321,8 +321,7 @@ async def test_a_pr_of_a_repository_no_stack_uses_is_refused_keeping_only_its_de
     error = response.json()["error"]
     assert error["code"] == "unknown_repository"
     assert (
-        "No stack of this organization uses repository 'https://github.invalid/else/where"
-        in error["message"]
+        "No stack of this organization uses repository 'https://github.invalid/else/where" in error["message"]
     )
     async with ctx.db.read() as session:
         assert await session.scalar(select(func.count()).select_from(Run)) == 0
