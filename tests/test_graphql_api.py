@@ -761,6 +761,7 @@ def test_every_expected_failure_has_a_typed_result_except_authentication() -> No
     from firstlume.api.graphql import errors as typed_errors
     from firstlume.db.models import StateHead
     from firstlume.domain import errors as domain
+    from firstlume.services.policies.engine import PolicyCompileError
     from firstlume.services.state.locks import LockHeldByOther, StateLocked
     from support.error_codes import error_classes
 
@@ -771,6 +772,7 @@ def test_every_expected_failure_has_a_typed_result_except_authentication() -> No
         domain.InvalidStatus: domain.InvalidStatus("message", status="queued"),
         LockHeldByOther: LockHeldByOther(head, "L2"),
         StateLocked: StateLocked(head, "it is held"),
+        PolicyCompileError: PolicyCompileError("unexpected token", 3, 7),
     }
     for cls in error_classes():  # all of them, whatever this test process imported before
         if cls.__module__.startswith("firstlume.api"):

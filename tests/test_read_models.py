@@ -18,6 +18,7 @@ from sqlalchemy import Row
 import firstlume.services.reads as reads_package
 from conftest import Tenant, make_stack
 from firstlume.db.models import Base
+from firstlume.db.models_git import GitFeedback, PullRequest
 from firstlume.services import accounts, catalog, inherited, removal, runs
 from firstlume.services.access import members, tokens
 from firstlume.services.access.commands import CreateToken
@@ -41,6 +42,7 @@ from firstlume.services.reads import counts as count_reads
 from firstlume.services.reads import drift as drift_reads
 from firstlume.services.reads import git as git_reads
 from firstlume.services.reads import notifications as notification_reads
+from firstlume.services.reads import pull_requests as pull_request_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
 from firstlume.services.reads import state as state_reads
@@ -179,6 +181,32 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
             "lock-1",
         )
         await call(locks.lock_state, session, caller, ".", {"ID": "lock-1"})
+        # A pull request and a commit status for it, as a webhook and a proposed run leave them.
+        session.add(
+            PullRequest(
+                id="pr1",
+                org_id=org.id,
+                repository="https://git.example.com/infra",
+                number=7,
+                url="https://git.example.com/infra/pull/7",
+                title="Widen the network",
+                author="grace",
+                head_sha="a" * 40,
+                base_branch="main",
+                state="open",
+                dialect="github",
+            )
+        )
+        await session.flush()
+        session.add(
+            GitFeedback(
+                org_id=org.id,
+                pull_request_id="pr1",
+                kind="status",
+                run_id=applied,
+                payload={"sha": "a" * 40, "state": "pending", "context": "firstlume/net"},
+            )
+        )
 
     async with ctx.db.read() as session:
         stacks = await call(catalog_reads.stacks_of_orgs, session, [org.id])
@@ -213,6 +241,9 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
         await call(change_reads.counts, session, [applied], ChangeFilter())
         await call(change_reads.facets, session, [applied])
         await call(change_reads.output_changes, session, [applied])
+        await call(change_reads.state_counts, session, [applied])
+        await call(pull_request_reads.pull_requests, session, org.id)
+        await call(pull_request_reads.feedback, session, org.id)
         await call(state_reads.person_locks, session, [net.id])
         await call(change_reads.pages, session, [ChangePageKey(applied, 10, None, ChangeFilter())])
         [heads] = await call(state_reads.heads_of_stacks, session, [net.id])

@@ -130,17 +130,17 @@ class UnsupportedWebhook(InvalidRequest):
     http_status = 400
 
 
-class UnknownRepository(FirstlumeError):
-    """A signed pull-request event of a repository that no stack of the organization uses."""
-
-    code = "unknown_repository"
-    http_status = 422
-
-
 class InvalidPayload(InvalidRequest):
     """A signed webhook whose body is not a push payload Firstlume can read."""
 
     code = "invalid_payload"
+    http_status = 422
+
+
+class UnknownRepository(InvalidRequest):
+    """A signed pull-request event of a repository that no stack of the organization uses."""
+
+    code = "unknown_repository"
     http_status = 422
 
 

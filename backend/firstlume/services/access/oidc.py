@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from firstlume.crypto import hash_token
 from firstlume.db.models_sso import SsoLogin
 from firstlume.db.types import utcnow
-from firstlume.domain.errors import FirstlumeError
+from firstlume.domain.errors import NotFound, Unauthenticated
 from firstlume.domain.sso import groups_of_claim
 from firstlume.settings import Settings
 
@@ -34,12 +34,12 @@ LOGIN_LIFETIME = timedelta(minutes=10)
 CALLBACK_PATH = "/api/v1/sso/callback"
 
 
-class SsoNotConfigured(FirstlumeError):
+class SsoNotConfigured(NotFound):
     code = "sso_not_configured"
     http_status = 404
 
 
-class SignInRefused(FirstlumeError):
+class SignInRefused(Unauthenticated):
     """The provider's answer could not be trusted or used: no session is made."""
 
     code = "sign_in_refused"

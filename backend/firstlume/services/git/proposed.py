@@ -108,7 +108,10 @@ async def handle_pull_request(
                     answer["runs"].append(run_id)
         elif event.action in (PullRequestAction.CLOSED, PullRequestAction.MERGED):
             word = "merged" if event.action is PullRequestAction.MERGED else "closed"
-            answer["canceled"] = await cancel_queued(unit, pull.id, f"the pull request was {word}")
+            # The answer names the runs it canceled (their status now).
+            answer[RunStatus.CANCELED.value] = await cancel_queued(
+                unit, pull.id, f"the pull request was {word}"
+            )
         else:
             answer = {"ignored": "action", "action": event.raw_action}
         if not stacks and "runs" in answer:

@@ -155,8 +155,9 @@ async def evaluate(
 
 
 def _reason(error: str | None) -> str:
-    text = error or "failed"
-    return text if text.startswith(("timed out", "not evaluated")) else f"failed: {text}"
+    if not error:
+        return "failed, and the engine gave no reason"
+    return error if error.startswith(("timed out", "not evaluated")) else f"failed: {error}"
 
 
 async def plan_end_policies(
