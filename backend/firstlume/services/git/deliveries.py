@@ -167,12 +167,12 @@ async def _receive_pull_request(
         # A pull request is planned only by stacks of its base repository: one that no stack uses
         # is a webhook pointed at the wrong organization (or a stack that was never created),
         # which the host's delivery log should show as refused. Nothing but the delivery is kept.
-        refusal = UnknownRepository(
+        unknown = UnknownRepository(
             f"No stack of this organization uses repository '{event.repository}': create a stack "
             "for it (with pull_requests: plan), or point this webhook at the organization that has one."
         )
-        await _log(ctx, org, hook, refusal.http_status, {"refused": refusal.code, "message": refusal.message})
-        raise refusal
+        await _log(ctx, org, hook, unknown.http_status, {"refused": unknown.code, "message": unknown.message})
+        raise unknown
     try:
         return await handle_pull_request(ctx, org, hook, event)
     except Duplicate:
