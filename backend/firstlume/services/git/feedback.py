@@ -42,6 +42,7 @@ from firstlume.domain.runs import RunStatus
 from firstlume.services.context import Context, Unit
 from firstlume.services.git.host_clients import TIMEOUT_SECONDS, HostRefused, Status, client_for
 from firstlume.services.git.hosts import access_for, has_host
+from firstlume.services.tls import public_tls_context
 
 log = logging.getLogger("firstlume.git.feedback")
 
@@ -205,6 +206,7 @@ class GitFeedbackSender(BackgroundService):
         self.lease = timedelta(seconds=ctx.settings.notification_lease)
         self.retries = retry.notification_delivery(ctx.settings.notification_first_retry)
         self._http = httpx.AsyncClient(
+            verify=public_tls_context(),
             timeout=httpx.Timeout(TIMEOUT_SECONDS),
             follow_redirects=False,
             trust_env=False,

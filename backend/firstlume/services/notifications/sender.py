@@ -15,9 +15,7 @@ attempts, until 24 hours after the event; then the delivery is given up.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +33,7 @@ from firstlume.services.context import Context
 from firstlume.services.notifications import payloads
 from firstlume.services.notifications.addresses import PrivateAddress, check_webhook_url
 from firstlume.services.notifications.destinations import reveal_secret
+from firstlume.services.tls import public_tls_context
 
 log = logging.getLogger("firstlume.notifications")
 
@@ -59,14 +58,6 @@ class Outcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    # Loading the CA bundle takes ~30 ms of CPU: once per process, not once per sender (a served
-    # control plane makes one; the in-process tests start the app, and so a sender, per test). A
-    # context is safe to share between clients.
-    return httpx.create_ssl_context(trust_env=False)
-
-
 class NotificationSender(BackgroundService):
     def __init__(
         self,
@@ -85,7 +76,7 @@ class NotificationSender(BackgroundService):
         self._limit = asyncio.Semaphore(CONCURRENCY)
         self._next_cleanup: float | None = None
         self._http = httpx.AsyncClient(
-            verify=_tls_context(),
+            verify=public_tls_context(),
             timeout=httpx.Timeout(TIMEOUT_SECONDS),
             follow_redirects=False,
             trust_env=False,
