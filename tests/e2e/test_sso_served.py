@@ -12,11 +12,11 @@ import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 
-from conftest import LiveServer, Tenant, free_port, settings_env, start_live_server, stop_live_server
+from conftest import LiveServer, Tenant, free_port
 from firstlume.api.session_cookie import COOKIE
 from support.graphql_ws import GraphQLWebSocket, Rejected, ws_url
 from support.oidc_provider import Provider, running_provider
-from support.sso import session_of, sign_in, to_provider
+from support.sso import served_with_sso, session_of, sign_in, to_provider
 
 O = "/api/v1/orgs/acme"
 MAPPING = {
@@ -36,17 +36,8 @@ def provider(tmp_path: Path) -> Iterator[Provider]:
 
 @pytest.fixture
 def server(database_url: str, tmp_path: Path, tenant: Tenant, provider: Provider) -> Iterator[LiveServer]:
-    env = settings_env(
-        database_url,
-        tmp_path / "data",
-        FIRSTLUME_SCHEDULER="off",
-        FIRSTLUME_OIDC_ISSUER=provider.url,
-        FIRSTLUME_OIDC_CLIENT_ID="firstlume",
-        FIRSTLUME_OIDC_CLIENT_SECRET="firstlume-secret",
-    )
-    served = start_live_server(env, tmp_path / "server.log")
-    yield served
-    stop_live_server(served)
+    with served_with_sso(database_url, tmp_path, provider) as served:
+        yield served
 
 
 async def _csrf(http: httpx.AsyncClient) -> str:

@@ -20,13 +20,11 @@ from conftest import (
     Tenant,
     free_port,
     make_stack,
-    settings_env,
-    start_live_server,
-    stop_live_server,
 )
 from firstlume.services.context import Context
 from support.oidc_provider import Provider, running_provider
 from support.runs import plan_run, start
+from support.sso import served_with_sso
 from test_graphql_api import synthetic_plan
 
 if TYPE_CHECKING:
@@ -53,17 +51,8 @@ def provider(tmp_path: Path) -> Iterator[Provider]:
 
 @pytest.fixture
 def server(database_url: str, tmp_path: Path, tenant: Tenant, provider: Provider) -> Iterator[LiveServer]:
-    env = settings_env(
-        database_url,
-        tmp_path / "data",
-        FIRSTLUME_SCHEDULER="off",
-        FIRSTLUME_OIDC_ISSUER=provider.url,
-        FIRSTLUME_OIDC_CLIENT_ID="firstlume",
-        FIRSTLUME_OIDC_CLIENT_SECRET="firstlume-secret",
-    )
-    served = start_live_server(env, tmp_path / "server.log")
-    yield served
-    stop_live_server(served)
+    with served_with_sso(database_url, tmp_path, provider) as served:
+        yield served
 
 
 @pytest.fixture

@@ -4,9 +4,35 @@ to Firstlume's callback, with the cookies a browser keeps."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import httpx
 
+from conftest import LiveServer, settings_env, start_live_server, stop_live_server
 from firstlume.api.session_cookie import COOKIE
+from support.oidc_provider import Provider
+
+CLIENT_ID, CLIENT_SECRET = "firstlume", "firstlume-secret"
+
+
+@contextmanager
+def served_with_sso(database_url: str, tmp_path: Path, provider: Provider) -> Iterator[LiveServer]:
+    """A served control plane (no scheduler) signing people in through `provider`."""
+    env = settings_env(
+        database_url,
+        tmp_path / "data",
+        FIRSTLUME_SCHEDULER="off",
+        FIRSTLUME_OIDC_ISSUER=provider.url,
+        FIRSTLUME_OIDC_CLIENT_ID=CLIENT_ID,
+        FIRSTLUME_OIDC_CLIENT_SECRET=CLIENT_SECRET,
+    )
+    served = start_live_server(env, tmp_path / "server.log")
+    try:
+        yield served
+    finally:
+        stop_live_server(served)
 
 
 async def to_provider(http: httpx.AsyncClient, provider_url: str, sub: str) -> str:
