@@ -357,11 +357,15 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
-def start_live_server(env: dict[str, str], log_path: Path, timeout: float = 60.0) -> LiveServer:
-    port = free_port()
+def start_live_server(
+    env: dict[str, str], log_path: Path, timeout: float = 60.0, *, port: int | None = None
+) -> LiveServer:
+    """A served control plane; on `port` when given (a restarted one must be where its executors
+    call), its log appended to `log_path` (a restart's log follows the first one's)."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    with log_path.open("wb") as log_file:  # the server writes to its own copy of the descriptor
+    with log_path.open("ab") as log_file:  # the server writes to its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
             env=env,

@@ -5,17 +5,14 @@ executor's silence), the executor keeps retrying through the outage, and the app
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from conftest import Tenant, free_port, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
 from support.waiting import wait_until
@@ -34,35 +31,6 @@ resource "terraform_data" "slow" {
 """
 
 
-def serve(env: dict[str, str], port: int, log_path: Path) -> LiveServer:
-    """The control plane on a given port: a restarted one must be where its executors call."""
-    url = f"http://127.0.0.1:{port}"
-    full = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    with log_path.open("ab") as log_file:  # the server writes to its own copy of the descriptor
-        process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-            env=full,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-
-    def ready() -> bool:
-        try:
-            return httpx.get(url + "/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return process.poll() is not None
-
-    server = LiveServer(url=url, process=process, log_path=log_path, env=full)
-    try:
-        wait_until(ready, 60, "the control plane to start")
-    except BaseException:  # not started in time: it must not outlive the test
-        stop_live_server(server)
-        raise
-    assert process.poll() is None, log_path.read_text()
-    return server
-
-
 def scheduler_claims(url: str) -> int:
     """How many claims the served scheduler has made, from its /metrics."""
     text = httpx.get(url + "/metrics", timeout=5).text
@@ -76,7 +44,7 @@ def test_an_outage_longer_than_the_heartbeat_timeout_does_not_fail_a_running_app
     env = settings_env(database_url, tmp_path / "data", FIRSTLUME_HEARTBEAT_TIMEOUT=str(TIMEOUT))
     port = free_port()
     log_path = tmp_path / "server.log"
-    server = serve(env, port, log_path)
+    server = start_live_server(env, log_path, port=port)
     api = Api(server.url, tenant.org, tenant.token)
     try:
         api.settings("", {"require_approval": False})
@@ -92,7 +60,7 @@ def test_an_outage_longer_than_the_heartbeat_timeout_does_not_fail_a_running_app
         server.process.wait()
         down_at = time.monotonic()
         time.sleep(OUTAGE)  # the outage itself: nothing to wait for but time
-        server = serve(env, port, log_path)
+        server = start_live_server(env, log_path, port=port)
         assert time.monotonic() - down_at > TIMEOUT
         # Past the restarted scheduler's first health passes, the apply is still running… (each
         # pass claims plans and applies, then checks heartbeats: five claims span two passes).

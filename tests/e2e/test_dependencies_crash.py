@@ -12,19 +12,15 @@ upstream's apply itself."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
 
-from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from conftest import LiveServer, Tenant, free_port, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, StackRepo
 from support.git_repos import make_repo
 from support.terraform import requires_terraform
@@ -45,35 +41,6 @@ CLUSTER = """
 variable "vpc_id" { type = string }
 resource "terraform_data" "cluster" { input = var.vpc_id }
 """
-
-
-def serve(env: dict[str, str], port: int, log_path: Path) -> LiveServer:
-    """The control plane on a given port: a restarted one must be where its executors call."""
-    url = f"http://127.0.0.1:{port}"
-    full = {**os.environ, **env, "FIRSTLUME_PUBLIC_URL": url}
-    with log_path.open("ab") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-            env=full,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-
-    def ready() -> bool:
-        try:
-            return httpx.get(url + "/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return process.poll() is not None
-
-    server = LiveServer(url=url, process=process, log_path=log_path, env=full)
-    try:
-        wait_until(ready, 60, "the control plane to start")
-    except BaseException:
-        stop_live_server(server)
-        raise
-    assert process.poll() is None, log_path.read_text()
-    return server
 
 
 def kill(server: LiveServer) -> None:
@@ -148,7 +115,7 @@ async def test_a_killed_control_plane_starts_each_dependent_run_once_after_resta
     env = settings_env(database_url, tmp_path / "data")
     port = free_port()
     log_path = tmp_path / "server.log"
-    server = serve(env, port, log_path)
+    server = start_live_server(env, log_path, port=port)
     second: LiveServer | None = None
     api = Api(server.url, tenant.org, tenant.token)
     try:
@@ -173,7 +140,7 @@ async def test_a_killed_control_plane_starts_each_dependent_run_once_after_resta
         assert await pending_triggers(pg, first) == 1
         assert await pg.fetchval("SELECT count(*) FROM runs WHERE trigger_upstream_run_id = $1", first) == 0
 
-        server = serve(env, port, log_path)
+        server = start_live_server(env, log_path, port=port)
         started = wait_until(
             lambda: cluster_runs(api, first) or None, 60, "the dependent's run after restart"
         )
@@ -183,7 +150,7 @@ async def test_a_killed_control_plane_starts_each_dependent_run_once_after_resta
         assert await pending_triggers(pg, first) == 0
 
         # Two control planes on one database: each carries out triggers, and still one run starts.
-        second = serve(env, free_port(), tmp_path / "second.log")
+        second = start_live_server(env, tmp_path / "second.log", port=free_port())
         network.commit({"main.tf": NETWORK.replace("10.0.0.0/16", "10.1.0.0/16")}, "New range")
         moved = api.start("network", "apply")
         api.wait(moved, "applying")
