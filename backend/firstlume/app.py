@@ -21,6 +21,7 @@ from firstlume.api.middleware import RequestMiddleware
 from firstlume.api.rest import (
     access_routes,
     audit_routes,
+    cli_login_routes,
     dependency_routes,
     drift_routes,
     executor_routes,
@@ -206,6 +207,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *audit_routes.routes,
         *dependency_routes.routes,
         *sso_routes.routes,
+        *cli_login_routes.routes,
         # The HCP Terraform API the Terraform CLI speaks (a `cloud` block).
         *tfe_routes.routes,
         # Every method the API knows (LOCK and UNLOCK: Terraform's): a path served for other

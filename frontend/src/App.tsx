@@ -1,4 +1,4 @@
-import { lazy } from "react";
+import { lazy, Suspense } from "react";
 import { Navigate, Route, Routes } from "react-router";
 import { useAuth } from "./auth";
 import { OrgLayout } from "./components/Layout";
@@ -27,6 +27,7 @@ const NotificationsPage = lazy(() => import("./pages/Notifications").then((m) =>
 const PoliciesPage = lazy(() => import("./pages/Policies").then((m) => ({ default: m.PoliciesPage })));
 const MembersPage = lazy(() => import("./pages/Members").then((m) => ({ default: m.MembersPage })));
 const TokensPage = lazy(() => import("./pages/Tokens").then((m) => ({ default: m.TokensPage })));
+const CliLoginPage = lazy(() => import("./pages/CliLogin").then((m) => ({ default: m.CliLoginPage })));
 
 export function App() {
   const { token } = useAuth();
@@ -34,6 +35,14 @@ export function App() {
   return (
     <Routes>
       <Route path="/" element={<Home />} />
+      <Route
+        path="/cli-login"
+        element={
+          <Suspense fallback={<Loading what="the page" />}>
+            <CliLoginPage />
+          </Suspense>
+        }
+      />
       <Route path="/orgs/:org" element={<OrgLayout />}>
         <Route index element={<Navigate to="stacks" replace />} />
         <Route path="stacks" element={<StacksPage />} />

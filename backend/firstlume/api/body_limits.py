@@ -3,7 +3,7 @@ larger than its route's cap is read at all.
 
 - /api/…: a request with a body and no valid token gets 401 at once, its body unread.
 - /graphql: a request without a valid token may send a small body only (a sign-in query), so a
-  large one is refused with 413, unread.
+  large one is refused with 413, unread; so may `terraform login`'s token request (8 KiB).
 - Caps: FIRSTLUME_MAX_UPLOAD_BYTES for a plan upload and a state write, FIRSTLUME_MAX_JSON_BODY_BYTES
   for every other body. A declared Content-Length over the cap gets 413 before anything is read;
   a body sent without one (chunked) is counted as it streams in and cut off at the cap.
@@ -32,7 +32,15 @@ ANONYMOUS_GRAPHQL_BYTES = 64 * 1024
 # A declared body this small, sent with a token, goes straight to its route, which authenticates.
 SMALL_BODY_BYTES = 64 * 1024
 # A plan upload and a state write (a stack's, or one of its Terragrunt units').
-_UPLOADS = re.compile(r"^/api/v1/executor/plan$|^/api/v1/orgs/[^/]+/stacks/[^/]+/(units/.+/)?state$")
+_UPLOADS = re.compile(
+    r"^/api/v1/executor/plan$|^/api/v1/orgs/[^/]+/stacks/[^/]+/(units/.+/)?state$"
+    r"|^/api/v2/workspaces/[^/]+/state-versions$"  # `terraform state push|rm` (the CLI's state)
+)
+
+# `terraform login`'s token request: no token yet (the code and its verifier are its
+# credentials, checked by the route), a small form at most.
+_TOKEN_REQUEST = re.compile(r"^/api/v1/cli-login/token$")
+TOKEN_REQUEST_BYTES = 8 * 1024
 
 # A Git host's push: no token, its signature is checked by the route, which caps the body itself
 # (api/rest/git_routes.py) before reading it whole.
@@ -88,13 +96,13 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         known = await self._known(scope, token)
-        if path.startswith("/api/") and not known:
+        if path.startswith("/api/") and not known and not _TOKEN_REQUEST.match(path):
             await _refuse(send, 401, "unauthenticated", "Send a valid token ('Authorization: Bearer <token>') "
                           "before a request body; this one was not read.")  # fmt: skip
             return
         limit = self.max_upload_bytes if _UPLOADS.match(path) else self.max_json_bytes
         if not known:
-            limit = min(limit, ANONYMOUS_GRAPHQL_BYTES)
+            limit = min(limit, TOKEN_REQUEST_BYTES if _TOKEN_REQUEST.match(path) else ANONYMOUS_GRAPHQL_BYTES)
         if declared.isdigit() and int(declared) > limit:
             await _refuse(send, 413, BodyTooLarge.code, _too_large(limit, known))
             return

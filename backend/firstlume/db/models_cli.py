@@ -57,3 +57,26 @@ class StackTag(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"))
     tag: Mapped[str] = mapped_column(String(255))
+
+
+class CliLoginCode(Base):
+    """An authorization code of `terraform login` (OAuth 2.0 with PKCE), between the person's
+    "Allow" in the browser and the CLI's exchange of it for a token. Only its hash is kept; it
+    is bound to the client, the redirect URI and the PKCE challenge it was issued for, and to
+    the person. Spent at its first exchange (used_at), right or wrong, so a guessed verifier
+    gets one try; a replay finds it spent and revokes the token it gave (RFC 6749 §4.1.2)."""
+
+    __tablename__ = "cli_login_codes"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    client_id: Mapped[str] = mapped_column(String(100))
+    redirect_uri: Mapped[str] = mapped_column(String(200))
+    code_challenge: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    token_id: Mapped[str | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL"), nullable=True
+    )

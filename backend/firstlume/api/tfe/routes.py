@@ -14,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from firstlume.api.json_body import JSONResponse
+from firstlume.api.rest.cli_login_routes import login_service
 from firstlume.api.rest.guard import need_of, remember_actor
 from firstlume.api.rest.http import bearer_token, context_of, int_param, json_body
 from firstlume.api.tfe import documents as docs
@@ -61,6 +62,7 @@ async def discovery(request: Request) -> Response:
             "state.v2": f"{V2}/",
             "modules.v1": "/api/registry/v1/modules/",
             "motd.v1": f"{V2}/motd",
+            "login.v1": login_service(),
         }
     )
 

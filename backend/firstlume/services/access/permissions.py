@@ -149,6 +149,11 @@ REST: dict[str, Need] = {
     "sso.callback": Open.PUBLIC,
     "sso.logout": Open.PUBLIC,
     "session.get": Open.SIGNED_IN,
+    # `terraform login`: the check of its address and the token request are public (the code and
+    # its PKCE verifier are the token request's credentials); any member may allow it for themself
+    "cli_login.check": Open.PUBLIC,
+    "cli_login.token": Open.PUBLIC,
+    "cli_login.decide": R,
     "sso.get": A,
     "sso.put": A,
     "folder_grants.get": A,
