@@ -49,7 +49,9 @@ def asked(challenge: str, **changes: Any) -> dict[str, Any]:
 
 async def allow(client: httpx.AsyncClient, tenant: Tenant, challenge: str, **changes: Any) -> httpx.Response:
     body = {**asked(challenge, **changes), "allow": True}
-    return await client.post(f"/api/v1/orgs/{tenant.org}/cli-login", content=json.dumps(body), headers=tenant.headers)
+    return await client.post(
+        f"/api/v1/orgs/{tenant.org}/cli-login", content=json.dumps(body), headers=tenant.headers
+    )
 
 
 async def code_for(client: httpx.AsyncClient, tenant: Tenant, challenge: str) -> str:
@@ -62,7 +64,9 @@ async def code_for(client: httpx.AsyncClient, tenant: Tenant, challenge: str) ->
     return query["code"][0]
 
 
-async def exchange(client: httpx.AsyncClient, given: str, verifier: str, **changes: str | None) -> httpx.Response:
+async def exchange(
+    client: httpx.AsyncClient, given: str, verifier: str, **changes: str | None
+) -> httpx.Response:
     form = {
         "grant_type": "authorization_code",
         "code": given,
@@ -111,7 +115,9 @@ async def test_the_code_and_its_verifier_give_a_terraform_login_token_listed_wit
     assert me.json()["data"]["attributes"]["email"] == tenant.email
     query = "{ viewer { tokens { id name } } }"
     listed = await client.post(
-        "/graphql", content=json.dumps({"query": query}), headers={**tenant.headers, "Content-Type": "application/json"}
+        "/graphql",
+        content=json.dumps({"query": query}),
+        headers={**tenant.headers, "Content-Type": "application/json"},
     )
     assert "terraform login" in [t["name"] for t in listed.json()["data"]["viewer"]["tokens"]], listed.text
     async with ctx.db.read() as session:
@@ -194,7 +200,9 @@ async def test_broken_token_bodies(client: httpx.AsyncClient, body: bytes) -> No
 
 
 async def test_a_json_token_request_is_refused(client: httpx.AsyncClient) -> None:
-    response = await client.post(TOKEN, content=b'{"grant_type": "authorization_code"}', headers={"Content-Type": "application/json"})
+    response = await client.post(
+        TOKEN, content=b'{"grant_type": "authorization_code"}', headers={"Content-Type": "application/json"}
+    )
     refused(response, "invalid_request")
 
 
@@ -231,10 +239,14 @@ async def test_bad_authorization_requests_are_told_not_redirected(
     assert "redirect" not in decided.json()
 
 
-async def test_deny_sends_access_denied_back_to_the_cli(client: httpx.AsyncClient, tenant: Tenant, ctx: Context) -> None:
+async def test_deny_sends_access_denied_back_to_the_cli(
+    client: httpx.AsyncClient, tenant: Tenant, ctx: Context
+) -> None:
     _, challenge = pkce()
     body = {**asked(challenge), "allow": False}
-    response = await client.post(f"/api/v1/orgs/{tenant.org}/cli-login", content=json.dumps(body), headers=tenant.headers)
+    response = await client.post(
+        f"/api/v1/orgs/{tenant.org}/cli-login", content=json.dumps(body), headers=tenant.headers
+    )
     assert response.status_code == 200, response.text
     query = parse_qs(urlsplit(response.json()["redirect"]).query)
     assert query["error"] == ["access_denied"] and query["state"] == ["the-cli-state"] and "code" not in query
@@ -242,7 +254,9 @@ async def test_deny_sends_access_denied_back_to_the_cli(client: httpx.AsyncClien
         assert list(await session.scalars(select(CliLoginCode.id))) == []
 
 
-async def test_the_decision_needs_a_member_of_the_organization(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_the_decision_needs_a_member_of_the_organization(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     _, challenge = pkce()
     body = json.dumps({**asked(challenge), "allow": True})
     anonymous = await client.post(f"/api/v1/orgs/{tenant.org}/cli-login", content=body)
@@ -255,16 +269,22 @@ async def test_the_decision_needs_a_member_of_the_organization(client: httpx.Asy
     refused(no_choice, "invalid_request")
 
 
-async def test_revoking_the_terraform_login_token_ends_it(client: httpx.AsyncClient, tenant: Tenant, ctx: Context) -> None:
+async def test_revoking_the_terraform_login_token_ends_it(
+    client: httpx.AsyncClient, tenant: Tenant, ctx: Context
+) -> None:
     verifier, challenge = pkce()
-    token = (await exchange(client, await code_for(client, tenant, challenge), verifier)).json()["access_token"]
+    token = (await exchange(client, await code_for(client, tenant, challenge), verifier)).json()[
+        "access_token"
+    ]
     async with ctx.db.read() as session:
         token_id = await session.scalar(select(ApiToken.id).where(ApiToken.name == "terraform login"))
-    mutation = 'mutation($org: String!, $id: ID!) { revokeToken(org: $org, id: $id) { __typename } }'
+    mutation = "mutation($org: String!, $id: ID!) { revokeToken(org: $org, id: $id) { __typename } }"
     revoked = await client.post(
         "/graphql",
         content=json.dumps({"query": mutation, "variables": {"org": tenant.org, "id": token_id}}),
         headers={**tenant.headers, "Content-Type": "application/json"},
     )
     assert revoked.json()["data"]["revokeToken"]["__typename"] == "Token", revoked.text
-    assert (await client.get("/api/v2/account/details", headers={"Authorization": f"Bearer {token}"})).status_code == 401
+    assert (
+        await client.get("/api/v2/account/details", headers={"Authorization": f"Bearer {token}"})
+    ).status_code == 401

@@ -5,125 +5,27 @@ and destroy; the runs and state versions are Firstlume's own."""
 from __future__ import annotations
 
 import json
-import os
-import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from conftest import Tenant
+from support.cli_cloud import WORKSPACE, TlsServer, cli_env, main_tf, served_tls, tf
 from support.make_run import make_run
 from support.terraform import requires_terraform, terraform_env
-from support.tls import LocalTls, make_local_tls
 from support.waiting import wait_until
 
 pytestmark = [requires_terraform, pytest.mark.timeout(300)]
 
-WORKSPACE = "network"
-
-
-def main_tf(host: str, org: str) -> str:
-    return f"""
-terraform {{
-  cloud {{
-    hostname     = "{host}"
-    organization = "{org}"
-    workspaces {{ name = "{WORKSPACE}" }}
-  }}
-}}
-resource "terraform_data" "a" {{ input = "a" }}
-resource "terraform_data" "b" {{ input = "b" }}
-resource "terraform_data" "c" {{ input = terraform_data.a.output }}
-output "c" {{ value = terraform_data.c.output }}
-"""
-
-
-@dataclass
-class TlsServer:
-    server: LiveServer
-    tls: LocalTls
-    host: str  # "localhost:<port>", the cloud block's hostname
-
-    def http(self, tenant: Tenant) -> httpx.Client:
-        return httpx.Client(
-            headers=tenant.headers,
-            verify=ssl.create_default_context(cafile=str(self.tls.ca_cert)),
-            timeout=30,
-        )
-
-
-def _ready(url: str, ca: Path) -> bool:
-    try:
-        return (
-            httpx.get(
-                url + "/readyz", timeout=2, verify=ssl.create_default_context(cafile=str(ca))
-            ).status_code
-            == 200
-        )
-    except httpx.HTTPError:
-        return False
-
 
 @pytest.fixture
 def tls_server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[TlsServer]:
-    tls = make_local_tls(tmp_path / "tls")
-    port = free_port()
-    url = f"https://localhost:{port}"
-    env = {
-        **os.environ,
-        **settings_env(database_url, tmp_path / "data"),
-        "FIRSTLUME_PUBLIC_URL": url,
-        "FIRSTLUME_TLS_CERT": str(tls.cert),
-        "FIRSTLUME_TLS_KEY": str(tls.key),
-        # The executors' Terraform and HTTP client reach the control plane over HTTPS too.
-        "SSL_CERT_FILE": str(tls.ca_cert),
-    }
-    log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-    server = LiveServer(url=url, process=process, log_path=log_path, env=env)
-    try:
-        wait_until(
-            lambda: _ready(url, tls.ca_cert) or process.poll() is not None, 60, "the HTTPS control plane"
-        )
-        assert process.poll() is None, server.log()
-        yield TlsServer(server=server, tls=tls, host=f"localhost:{port}")
-    finally:
-        stop_live_server(server)
-
-
-def cli_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
-    # A hostname with a port cannot be a TF_TOKEN_ variable's name: the CLI config's credentials
-    # block gives the token for it, as `terraform login` would have stored it.
-    credentials = f'credentials "{served.host}" {{\n  token = "{token}"\n}}\n'
-    return terraform_env(tmp_path, credentials, SSL_CERT_FILE=str(served.tls.ca_cert))
-
-
-def tf(
-    args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    try:
-        result = subprocess.run(
-            ["terraform", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240
-        )
-    except subprocess.TimeoutExpired as expired:
-        raise AssertionError(
-            f"terraform {' '.join(args)} did not finish:\n{expired.stdout!r}"[-3000:]
-        ) from None
-    assert result.returncode == 0, f"terraform {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-    return result
+    with served_tls(database_url, tmp_path) as served:
+        yield served
 
 
 def test_init_plan_apply_output_state_destroy(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,12 @@ class UI:
         self.pages: list[tuple[BrowserContext, Page, list[str]]] = []
 
     def open(self, viewport: dict[str, int] | None = None) -> Page:
-        context = self.browser.new_context(base_url=self.server.url, viewport=viewport or DESKTOP)
+        # A server over HTTPS has a test's own certificate authority, which Chromium does not know.
+        context = self.browser.new_context(
+            base_url=self.server.url,
+            viewport=viewport or DESKTOP,
+            ignore_https_errors=self.server.url.startswith("https:"),
+        )
         context.set_default_timeout(30_000)
         page = context.new_page()
         errors: list[str] = []
@@ -132,11 +138,9 @@ class UI:
         return errors
 
 
-@pytest.fixture
-def ui(server: LiveServer) -> Iterator[UI]:
-    # Playwright's sync API marks an event loop as running in this thread while it is started:
-    # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
-    # them (it depends on `server`) and stops before their teardown, once per test.
+@contextmanager
+def browsing(server: LiveServer) -> Iterator[UI]:
+    """Chromium on `server`'s UI; the pages' uncaught errors fail the test at the end."""
     if not BUILT_UI.exists():
         pytest.fail(
             f"The web UI is not built ({BUILT_UI} is missing): run `make frontend` (`make test` does)."
@@ -150,3 +154,12 @@ def ui(server: LiveServer) -> Iterator[UI]:
         errors = session.close()
         browser.close()
     assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+@pytest.fixture
+def ui(server: LiveServer) -> Iterator[UI]:
+    # Playwright's sync API marks an event loop as running in this thread while it is started:
+    # the database fixtures' asyncio.run() would then refuse to run. So the browser starts after
+    # them (it depends on `server`) and stops before their teardown, once per test.
+    with browsing(server) as session:
+        yield session

@@ -26,7 +26,14 @@ TOKEN_PATH = f"{LOGIN}/token"
 MAX_TOKEN_REQUEST = 8 * 1024
 # Token answers and refusals are never cached (RFC 6749 §5.1).
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "code_challenge", "code_challenge_method", "state")
+REQUEST_FIELDS = (
+    "client_id",
+    "redirect_uri",
+    "response_type",
+    "code_challenge",
+    "code_challenge_method",
+    "state",
+)
 
 
 def login_service() -> dict[str, Any]:
@@ -95,7 +102,9 @@ async def decide(request: Request) -> Response:
     checked = _authorization_request(body)
     async with org_request(request) as (unit, actor, org):
         if not allow:
-            where = cli_login.redirect(checked, error="access_denied", error_description="The person denied it.")
+            where = cli_login.redirect(
+                checked, error="access_denied", error_description="The person denied it."
+            )
             return JSONResponse({"redirect": where})
         code = await cli_login.grant(unit.session, actor, org, checked)
     return JSONResponse({"redirect": cli_login.redirect(checked, code=code)}, headers=NO_STORE)

@@ -78,15 +78,21 @@ def check_request(
     """The authorization request, checked. A wrong client or redirect URI is told to the person
     on the page, never redirected to (RFC 6749 §4.1.2.1): the address could be anyone's."""
     if client_id != CLIENT_ID:
-        raise OAuthError("invalid_client", f"Unknown client {client_id!r}: only {CLIENT_ID!r} may log in here.")
+        raise OAuthError(
+            "invalid_client", f"Unknown client {client_id!r}: only {CLIENT_ID!r} may log in here."
+        )
     check_redirect_uri(redirect_uri)
     assert redirect_uri is not None
     if response_type != "code":
-        raise OAuthError("unsupported_response_type", "Only response_type=code (authorization code) is supported.")
+        raise OAuthError(
+            "unsupported_response_type", "Only response_type=code (authorization code) is supported."
+        )
     if code_challenge_method != "S256":
         raise OAuthError("invalid_request", "PKCE is required, with code_challenge_method=S256.")
     if code_challenge is None or not CHALLENGE.fullmatch(code_challenge):
-        raise OAuthError("invalid_request", "code_challenge must be an S256 challenge (43 base64url characters).")
+        raise OAuthError(
+            "invalid_request", "code_challenge must be an S256 challenge (43 base64url characters)."
+        )
     if state is not None and len(state) > 500:
         raise OAuthError("invalid_request", "state is longer than 500 characters.")
     return AuthorizationRequest(client_id, redirect_uri, code_challenge, state or "")
@@ -111,7 +117,9 @@ def check_redirect_uri(redirect_uri: str | None) -> None:
         or parts.query
         or parts.fragment
     ):
-        raise OAuthError("invalid_request", f"redirect_uri {redirect_uri!r} is not allowed: it must be {wanted}.")
+        raise OAuthError(
+            "invalid_request", f"redirect_uri {redirect_uri!r} is not allowed: it must be {wanted}."
+        )
     if port is None or not low <= port <= high:
         raise OAuthError(
             "invalid_request", f"redirect_uri's port {port} is outside the login ports {low} to {high}."
@@ -167,7 +175,9 @@ async def exchange(session: AsyncSession, request: TokenRequest) -> str | OAuthE
     if not request.code or len(request.code) > 200:
         raise OAuthError("invalid_request", "The code is missing.")
     if not request.code_verifier or not VERIFIER.fullmatch(request.code_verifier):
-        raise OAuthError("invalid_request", "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
+        raise OAuthError(
+            "invalid_request", "code_verifier must be 43 to 128 unreserved characters (RFC 7636)."
+        )
     row = await session.scalar(
         select(CliLoginCode).where(CliLoginCode.code_hash == hash_token(request.code)).with_for_update()
     )
@@ -188,7 +198,8 @@ async def exchange(session: AsyncSession, request: TokenRequest) -> str | OAuthE
         return OAuthError("invalid_grant", "The redirect_uri is not the one this code was issued for.")
     if not hmac.compare_digest(create_s256_code_challenge(request.code_verifier), row.code_challenge):
         return OAuthError(
-            "invalid_grant", "The code_verifier does not match this code's challenge: run terraform login again."
+            "invalid_grant",
+            "The code_verifier does not match this code's challenge: run terraform login again.",
         )
     token = new_token("fl")
     issued = ApiToken(user_id=row.user_id, token_hash=hash_token(token), name=TOKEN_NAME)
