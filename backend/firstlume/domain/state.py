@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import zipfile
 from dataclasses import dataclass
@@ -58,6 +59,11 @@ class StateDocument:
     sha256: str
     resources: int
     body: dict[str, Any]
+
+
+def reserialed(document: StateDocument, serial: int) -> bytes:
+    """The state with another serial, written as Terraform writes a state (indented JSON)."""
+    return (json.dumps({**document.body, "serial": serial}, indent=2) + "\n").encode()
 
 
 def parse_state(raw: bytes) -> StateDocument:

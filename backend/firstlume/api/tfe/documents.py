@@ -107,6 +107,22 @@ class RunDocument(_Lenient):
     data: RunData
 
 
+class StateVersionAttributes(_Lenient):
+    serial: int = Field(ge=0)
+    md5: str = Field(min_length=32, max_length=32)
+    lineage: str | None = Field(default=None, max_length=200)
+    state: str | None = None  # base64 of the state file (the CLI's inline upload)
+    force: bool = False
+
+
+class StateVersionData(_Lenient):
+    attributes: StateVersionAttributes
+
+
+class StateVersionDocument(_Lenient):
+    data: StateVersionData
+
+
 class LockReason(_Lenient):
     reason: str | None = Field(default=None, max_length=1000)
 

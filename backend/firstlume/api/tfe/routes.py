@@ -5,6 +5,7 @@ actions, plans and applies with their streamed logs, workspace locks, current st
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 from urllib.parse import quote
@@ -22,7 +23,7 @@ from firstlume.api.tfe import serializers as out
 from firstlume.api.tfe.http import authenticated_in, change_in, document, read_in, tfe_endpoint
 from firstlume.domain.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from firstlume.domain.runs import RunStatus
-from firstlume.domain.state import normalize_unit
+from firstlume.domain.state import normalize_unit, parse_state
 from firstlume.services import accounts, catalog, runs
 from firstlume.services.cli import configuration_versions, lookups, workspaces
 from firstlume.services.cli import runs as cli_runs
@@ -527,6 +528,53 @@ async def download_state_version(request: Request) -> Response:
     return Response(raw, media_type="application/json")
 
 
+# go-tfe's StateVersions.Upload creates the version without its state, then uploads it to a URL;
+# given this answer (HCP Terraform's, from servers without that URL), the CLI sends the state
+# inline in the create request instead: Firstlume takes it there, in one transaction.
+INLINE_STATE_ONLY = "param is missing or the value is empty: state"
+
+
+@tfe_endpoint
+async def create_state_version(request: Request) -> Response:
+    """`terraform state push` and `state rm` (and any state the CLI writes itself): a new
+    version of the stack's managed state, under the workspace lock the CLI took, audited."""
+    body = docs.parse(docs.StateVersionDocument, await json_body(request))
+    attributes = body.data.attributes
+    if not attributes.state:
+        raise InvalidRequest(f"{INLINE_STATE_ONLY} (send the state inline, base64).", field="state")
+    try:
+        raw = base64.b64decode(attributes.state, validate=True)
+    except ValueError:
+        raise InvalidRequest("The state is not valid base64.", field="state") from None
+    if hashlib.md5(raw).hexdigest() != attributes.md5.lower():
+        raise InvalidRequest(
+            "The state's md5 is not the md5 of the state sent: nothing was stored.", field="md5"
+        )
+    sent = parse_state(raw)
+    if sent.serial != attributes.serial or (attributes.lineage and sent.lineage != attributes.lineage):
+        raise InvalidRequest(
+            "The serial and lineage given are not the state's own: nothing was stored.", field="serial"
+        )
+    ctx = context_of(request)
+    async with change_in(request, _ws(request)) as (unit, actor, org, owner):
+        stack = await catalog.stack_by_slug(unit.session, org, owner.stack_slug)
+        caller = StateCaller(org=org, stack=stack, actor=actor)
+        lock_id = f"{org.slug}/{stack.slug}"  # the workspace lock (lock_workspace)
+        head = await state_reads.head_of(unit.session, stack.id, ".")
+        if head is None or head.lock_id is None:
+            raise Conflict(
+                "Lock the workspace before writing its state (terraform does it for state push and "
+                "state rm): nothing was stored."
+            )
+        written = await store.write_state(
+            unit.session, ctx.keyring, caller, ".", raw, lock_id, force=attributes.force
+        )
+        current = await lookups.current_version_id(unit.session, stack.id)
+        assert current is not None
+    data = _sv_json(request, current[0], written.serial, stack.id)
+    return document({"data": data}, status_code=201)
+
+
 @tfe_endpoint
 async def current_outputs(request: Request) -> Response:
     """The current state's root outputs. A sensitive one goes without its value and without its
@@ -656,6 +704,7 @@ routes = [
         f"{W}/configuration-versions", create_configuration_version, methods=["POST"], name="tfe.create_cv"
     ),
     Route(f"{W}/runs", list_workspace_runs, methods=["GET"], name="tfe.workspace_runs"),
+    Route(f"{W}/state-versions", create_state_version, methods=["POST"], name="tfe.create_state_version"),
     Route(f"{W}/current-state-version", current_state_version, methods=["GET"], name="tfe.current_state"),
     Route(f"{W}/current-state-version-outputs", current_outputs, methods=["GET"], name="tfe.current_outputs"),
     Route(f"{W}/actions/lock", lock_workspace, methods=["POST"], name="tfe.lock"),

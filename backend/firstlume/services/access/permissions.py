@@ -98,6 +98,7 @@ REST: dict[str, Need] = {
             "unlock",
             "current_state",
             "state_download",
+            "create_state_version",
         )
     },
     "tfe.force_unlock": A,

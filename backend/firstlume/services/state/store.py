@@ -12,7 +12,7 @@ from firstlume.db.models import StateHead, StateVersion
 from firstlume.db.types import utcnow
 from firstlume.domain.audit import AuditAction
 from firstlume.domain.errors import Conflict, NotFound
-from firstlume.domain.state import check_write, parse_state, seal_context
+from firstlume.domain.state import check_write, parse_state, reserialed, seal_context
 from firstlume.services import audit
 from firstlume.services.reads.catalog import StackRecord
 from firstlume.services.state.callers import StateCaller
@@ -40,10 +40,23 @@ class Written:
 
 
 async def write_state(
-    session: AsyncSession, keyring: KeyRing, caller: StateCaller, unit: str, raw: bytes, lock_id: str | None
+    session: AsyncSession,
+    keyring: KeyRing,
+    caller: StateCaller,
+    unit: str,
+    raw: bytes,
+    lock_id: str | None,
+    *,
+    force: bool = False,
 ) -> Written:
+    """Stores `raw` as the unit's new version. `force` (`terraform state push -force` through the
+    CLI's `cloud` block) replaces the state whatever its lineage and serial, as HCP Terraform
+    does; versions are kept by serial, so a forced state that does not go forward is stored
+    with the next serial (the only change made to it)."""
     document = parse_state(raw)
     head = await head_for_update(session, caller.stack, unit)
+    if force and head.serial is not None and document.serial <= head.serial:
+        document = parse_state(reserialed(document, head.serial + 1))
     await release_if_stale(session, head)
     if head.lock_id is not None and lock_id != head.lock_id:
         raise StateLocked(head, "writes need the lock's ID (?ID=<lock id>)")
@@ -53,7 +66,8 @@ async def write_state(
             lock_id=lock_id,
         )
     current = await _version(session, head.id, head.serial) if head.serial is not None else None
-    if not check_write(head.serial, head.lineage, current.sha256 if current else None, document):
+    lineage = None if force else head.lineage
+    if not check_write(head.serial, lineage, current.sha256 if current else None, document):
         assert current is not None
         return Written.of(current, created=False)
     version = StateVersion(
@@ -78,7 +92,8 @@ async def write_state(
             caller.stack,
             AuditAction.STATE_WRITE,
             f"state:{caller.stack.slug}:{unit}",
-            {"unit": unit, "serial": document.serial, "lineage": document.lineage},
+            {"unit": unit, "serial": document.serial, "lineage": document.lineage}
+            | ({"forced": True} if force else {}),
             actor=caller.actor,
         )
     return Written.of(version, created=True)
