@@ -96,15 +96,13 @@ async def decide(request: Request) -> Response:
     """The person's Allow or Deny: where the browser goes next (the CLI's redirect URI, with a
     code, or with `error=access_denied`)."""
     body = await json_body(request)
-    allow = body.get("allow")
-    if not isinstance(allow, bool):
-        raise OAuthError("invalid_request", "allow must be true (Allow) or false (Deny).")
-    checked = _authorization_request(body)
-    async with org_request(request) as (unit, actor, org):
+    async with org_request(request) as (unit, actor, org):  # who asks, before what they ask
+        allow = body.get("allow")
+        if not isinstance(allow, bool):
+            raise OAuthError("invalid_request", "allow must be true (Allow) or false (Deny).")
+        checked = _authorization_request(body)
         if not allow:
-            where = cli_login.redirect(
-                checked, error="access_denied", error_description="The person denied it."
-            )
+            where = cli_login.redirect(checked, error="access_denied", error_description="The person denied it.")
             return JSONResponse({"redirect": where})
         code = await cli_login.grant(unit.session, actor, org, checked)
     return JSONResponse({"redirect": cli_login.redirect(checked, code=code)}, headers=NO_STORE)
