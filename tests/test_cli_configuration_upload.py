@@ -216,3 +216,36 @@ async def test_the_run_address_the_cli_prints_leads_to_the_runs_page(client: htt
     response = await client.get("/app/acme/network/runs/run-0123abcd", follow_redirects=False)
     assert response.status_code == 302
     assert response.headers["location"] == "/orgs/acme/runs/0123abcd"
+
+
+async def test_another_organizations_run_is_404_and_left_as_it_was(
+    cli: Cli, client: httpx.AsyncClient, ctx: Context
+) -> None:
+    workspace = await cli.workspace()
+    version = await cli.configuration_version(workspace)
+    path = "/" + version["attributes"]["upload-url"].split("://", 1)[1].split("/", 1)[1]
+    assert (await cli.client.put(path, content=GOOD)).status_code == 200
+    started = await cli.post(
+        f"{V2}/runs",
+        {
+            "data": {
+                "relationships": {
+                    "workspace": {"data": {"id": workspace}},
+                    "configuration-version": {"data": {"id": version["id"]}},
+                }
+            }
+        },
+    )
+    assert started.status_code == 201, started.text
+    run_id = started.json()["data"]["id"]
+    plain = run_id.removeprefix("run-")
+    before = (await cli.get(f"{V2}/runs/{run_id}")).json()["data"]["attributes"]["status"]
+    other = Cli(client, await make_tenant(ctx, "other", "eve@example.com"))
+    for path in (f"{V2}/runs/{run_id}", f"{V2}/plans/plan-{plain}", f"{V2}/applies/apply-{plain}"):
+        response = await other.get(path)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["errors"][0]["detail"], response.text
+    for action in ("apply", "discard", "cancel"):
+        response = await other.post(f"{V2}/runs/{run_id}/actions/{action}", {})
+        assert response.status_code == 404, (action, response.text)
+    assert (await cli.get(f"{V2}/runs/{run_id}")).json()["data"]["attributes"]["status"] == before
