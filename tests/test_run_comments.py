@@ -66,7 +66,9 @@ async def audit_details(client: httpx.AsyncClient, tenant: Tenant, action: str) 
 
 async def listen(client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver, events: list[str]) -> None:
     body = {"name": "ops", "url": receiver.url, "events": events}
-    response = await client.post(f"/api/v1/orgs/{tenant.org}/notifications", json=body, headers=tenant.headers)
+    response = await client.post(
+        f"/api/v1/orgs/{tenant.org}/notifications", json=body, headers=tenant.headers
+    )
     assert response.status_code == 201, response.text
 
 
@@ -101,10 +103,19 @@ async def test_a_discard_comment_reaches_graphql_the_audit_and_both_notification
 ) -> None:
     run_id = await waiting_run(ctx, client, tenant, "network")
     for format in ("json", "slack"):
-        body = {"name": format, "url": f"{receiver.url}/{format}", "events": ["run.discarded"], "format": format}
-        created = await client.post(f"/api/v1/orgs/{tenant.org}/notifications", json=body, headers=tenant.headers)
+        body = {
+            "name": format,
+            "url": f"{receiver.url}/{format}",
+            "events": ["run.discarded"],
+            "format": format,
+        }
+        created = await client.post(
+            f"/api/v1/orgs/{tenant.org}/notifications", json=body, headers=tenant.headers
+        )
         assert created.status_code == 201, created.text
-    result = (await data(client, tenant, DISCARD, org=tenant.org, id=run_id, comment="Wrong branch"))["discardRun"]
+    result = (await data(client, tenant, DISCARD, org=tenant.org, id=run_id, comment="Wrong branch"))[
+        "discardRun"
+    ]
     assert result == {"__typename": "Run", "status": "DISCARDED", "comment": "Wrong branch"}
     [details] = await audit_details(client, tenant, "run.discard")
     assert details == {"number": 1, "comment": "Wrong branch"}

@@ -257,9 +257,7 @@ class Mutation(AccessMutation, SsoMutation):
     ) -> ApproveRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                approval = command(
-                    ApproveRun, {"acknowledged": list(acknowledged or []), "comment": comment}
-                )
+                approval = command(ApproveRun, {"acknowledged": list(acknowledged or []), "comment": comment})
                 run = await runs.approve_run(unit, actor, org_row, str(run_id), approval)
             return Run(row=run, loaders=fresh(info))
 

@@ -115,8 +115,7 @@ class Approval:
     @strawberry.field(description="The approvals given so far, for a run that needs more than one.")
     def approvals(self) -> list[GivenApproval]:
         return [
-            GivenApproval(by=a["by"], at=a["at"], comment=a.get("comment"))
-            for a in self.row.approvals or []
+            GivenApproval(by=a["by"], at=a["at"], comment=a.get("comment")) for a in self.row.approvals or []
         ]
 
     @strawberry.field(description='How far the approval is, as "1 of 2"; null for a run that needs one.')
