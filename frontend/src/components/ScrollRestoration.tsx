@@ -1,4 +1,4 @@
-import { useEffect, useLayoutEffect } from "react";
+import { useEffect, useLayoutEffect, useRef } from "react";
 import { useLocation, useNavigationType } from "react-router";
 
 // A page's content arrives after the navigation (its chunk, then its queries): the saved place is
@@ -16,38 +16,41 @@ export function useScrollRestoration(): void {
   const location = useLocation();
   const navigation = useNavigationType();
 
+  // The entry the window's place belongs to: it changes in the layout effect below, before that
+  // effect moves the window for the new entry, so the move is never saved as the old one's place.
+  const entry = useRef(location.key);
+
   useEffect(() => {
     if ("scrollRestoration" in history) history.scrollRestoration = "manual";
-  }, []);
-
-  // The place of the entry shown, saved as it changes.
-  useEffect(() => {
-    let frame = 0;
     const save = () => {
-      cancelAnimationFrame(frame);
-      frame = requestAnimationFrame(() => {
-        try {
-          sessionStorage.setItem(key(location.key), String(Math.round(window.scrollY)));
-        } catch {
-          // Storage full or refused: Back then starts at the top, as without this.
-        }
-      });
+      try {
+        sessionStorage.setItem(key(entry.current), String(Math.round(window.scrollY)));
+      } catch {
+        // Storage full or refused: Back then starts at the top, as without this.
+      }
     };
     window.addEventListener("scroll", save, { passive: true });
-    return () => {
-      window.removeEventListener("scroll", save);
-      cancelAnimationFrame(frame);
-    };
-  }, [location.key]);
+    return () => window.removeEventListener("scroll", save);
+  }, []);
 
   useLayoutEffect(() => {
-    if (navigation === "REPLACE") return; // the same page, its filters changed: stay
+    const previous = entry.current;
+    entry.current = location.key;
+    // The filters replaced the entry: the place goes with it.
+    if (navigation === "REPLACE") {
+      const place = sessionStorage.getItem(key(previous));
+      if (place !== null) sessionStorage.setItem(key(location.key), place);
+      return;
+    }
     if (navigation === "PUSH") {
       if (!location.hash) window.scrollTo(0, 0);
       return;
     }
     const saved = Number(sessionStorage.getItem(key(location.key)));
-    if (!saved) return;
+    if (!saved) {
+      window.scrollTo(0, 0);
+      return;
+    }
     const until = performance.now() + RESTORE_FOR_MS;
     let frame = 0;
     let moved = false;
