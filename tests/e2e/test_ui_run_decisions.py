@@ -80,7 +80,7 @@ def test_a_comment_given_with_the_approval_is_on_the_run_and_in_the_audit_trail(
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/runs/{run_id}")
     # The title and the crumbs name the stack by its name, not its slug.
-    expect(page).to_have_title("Run #2 · Cleanup jobs · Firstlume")
+    expect(page).to_have_title("Run #2 · Cleanup jobs · Stacks · Firstlume")
     approval = page.get_by_test_id("approval")
     boxes = [
         approval.get_by_role("checkbox", name=f"Confirm deleting terraform_data.old[{n}]") for n in range(3)

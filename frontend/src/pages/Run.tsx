@@ -42,7 +42,8 @@ function RunView() {
   const navigate = useNavigate();
   const { data, error, loading } = useApiQuery(RunPageDocument, { org, id: runId });
   const run = data?.organization?.run ?? null;
-  usePageTitle(run ? `Run #${run.number}` : "Run", run ? run.stack.name || run.stack.slug : undefined);
+  // As every page of a stack: what, the stack's name, "Stacks".
+  usePageTitle(run ? `Run #${run.number}` : "Run", run ? run.stack.name || run.stack.slug : undefined, "Stacks");
 
   // Its updates land in the cache, and so on this page (and every list showing the run).
   const updates = useLiveSubscription(RunUpdatedDocument, run && !run.finished ? { org, id: runId } : null, { next: () => {} });
