@@ -130,12 +130,19 @@ def test_a_queued_run_says_which_run_it_waits_for_and_who_canceled_or_discarded(
     expect(waiting).to_have_text(
         "Waiting for run #1 (apply, awaiting approval), which holds the stack's lock; number 2 in the stack's queue."
     )
-    # The same in the active-runs panel, beside the run's own entry.
-    entry = page.get_by_test_id("active-runs").locator(f'li[data-run-id="{queue.scheduled}"]')
-    expect(entry.get_by_test_id("waiting-for")).to_have_text(
-        "Waiting for run #1 (apply, awaiting approval), which holds the stack's lock; number 2 in the stack's queue."
+    # The same in the active-runs panel: the stack's three queued runs are one entry, which says
+    # once what they wait for, and each run's place in the queue.
+    group = page.get_by_test_id("active-runs").locator('[data-testid="stack-queue"][data-stack="web"]')
+    expect(group.get_by_test_id("stack-queue-count")).to_have_text("3 queued")
+    expect(group.get_by_test_id("waiting-for")).to_have_text(
+        "Waiting for run #1 (apply, awaiting approval), which holds the stack's lock."
     )
-    expect(entry.get_by_test_id("blocked-by")).to_have_attribute("href", f"/orgs/{org}/runs/{queue.holder}")
+    expect(group.get_by_test_id("blocked-by")).to_have_attribute("href", f"/orgs/{org}/runs/{queue.holder}")
+    entry = group.locator(f'li[data-run-id="{queue.scheduled}"]')
+    expect(entry).to_contain_text("number 2")
+    # Said once for the stack, not on each queued run's card.
+    expect(page.get_by_test_id("active-runs").get_by_test_id("waiting-for")).to_have_count(1)
+    expect(group.locator("li[data-run-id]")).to_have_count(3)
     ui.check_screen(page, "desktop-run-queued")
     # The name is a link to the run holding the lock.
     waiting.get_by_test_id("blocked-by").click()
@@ -148,14 +155,16 @@ def test_a_queued_run_says_which_run_it_waits_for_and_who_canceled_or_discarded(
     expect(page.get_by_test_id("run-status")).to_have_text("canceled")
     expect(page.get_by_test_id("canceled-by")).to_have_text(tenant.email)
     expect(page.get_by_test_id("ended-by")).to_have_text(f"canceled by {tenant.email}")
-    expect(entry.get_by_test_id("waiting-for")).to_contain_text("; next in the stack's queue.")
+    expect(entry).to_contain_text("next")
+    expect(group.get_by_test_id("stack-queue-count")).to_have_text("2 queued")
 
     # Discarding the plan holding the lock: who discarded it; the queued run now waits for no run.
     page.goto(f"/orgs/{org}/runs/{queue.holder}")
     page.get_by_test_id("approval").get_by_role("button", name="Discard").click()
     expect(page.get_by_test_id("run-status")).to_have_text("discarded")
     expect(page.get_by_test_id("discarded-by")).to_have_text(tenant.email)
-    expect(entry.get_by_test_id("waiting-for")).to_have_text("Waiting to start; next in the stack's queue.")
+    expect(group.get_by_test_id("waiting-for")).to_have_text("Waiting to start.")
+    expect(entry).to_contain_text("next")
     ui.check_screen(page, "desktop-run-discarded")
     phone = ui.open(ui.sizes["phone"])
     ui.sign_in(phone, tenant.token, f"/orgs/{org}/runs/{queue.holder}")
@@ -185,9 +194,9 @@ def test_a_queued_run_on_a_phone_shows_what_it_waits_for_in_the_drawer(
     ui.check_screen(page, "phone-run-queued")
     page.get_by_test_id("active-runs-button").click()
     drawer = page.get_by_role("dialog", name="Active runs")
-    expect(drawer.locator(f'li[data-run-id="{queue.pushed}"]').get_by_test_id("waiting-for")).to_contain_text(
-        "number 3 in the stack's queue"
-    )
+    group = drawer.locator('[data-testid="stack-queue"][data-stack="web"]')
+    expect(group.locator(f'li[data-run-id="{queue.pushed}"]')).to_contain_text("number 3")
+    expect(group.get_by_test_id("waiting-for")).to_have_count(1)
     ui.check_screen(page, "phone-active-runs-waiting")
 
 

@@ -81,8 +81,9 @@ def test_when_a_run_ends_its_last_log_line_and_outputs_are_on_screen_without_scr
         " return el.scrollHeight - el.scrollTop - el.clientHeight < 4; }"
     )
     # Nothing was scrolled, and nothing needs to be: the page is the window's height.
-    scroll = page.locator("main").evaluate(
-        "el => ({ top: el.scrollTop, extra: el.scrollHeight - el.clientHeight })"
+    scroll = page.evaluate(
+        "() => { const el = document.scrollingElement;"
+        " return { top: el.scrollTop, extra: el.scrollHeight - el.clientHeight }; }"
     )
     assert scroll == {"top": 0, "extra": 0}, scroll
     last_row.evaluate("el => el.setAttribute('data-last', '')")
@@ -118,7 +119,7 @@ def test_on_a_phone_the_log_takes_the_rest_of_the_screen_and_its_toolbar_stays(
     log_box = rect(page, "[data-testid=log]")
     assert log_box["bottom"] - log_box["top"] >= 200, log_box  # more than a dozen lines of 20 px
     # Scrolled to the end of the page, the log's toolbar is still in sight above the log.
-    page.locator("main").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+    page.evaluate("() => window.scrollTo(0, document.scrollingElement.scrollHeight)")
     bar = rect(page, ".log-bar")
     assert 0 <= bar["top"] and bar["bottom"] <= rect(page, "[data-testid=log]")["top"] + 1
     assert rect(page, ".log-view")["bottom"] <= 844

@@ -116,14 +116,14 @@ def test_every_screen_fits_the_width_and_passes_axe(size: str, ui: UI, tenant: T
     approval = page.get_by_test_id("approval")
     expect(approval).to_contain_text("confirm_destructive is on")
     expect(page.locator('[data-address="terraform_data.upd"]')).to_be_visible()
-    expect(page).to_have_title("Run #2 · payments-eu-west · Firstlume")
+    expect(page).to_have_title("Run #2 · payments-eu-west · Stacks · Firstlume")
     ui.check_screen(page, f"{size}-run-approval")
 
     page.goto(f"/orgs/{org}/runs/{runs.applied}/logs")
     log = page.get_by_test_id("log")
     expect(page.get_by_test_id("log-state")).to_have_text("end of log")
     expect(log).to_contain_text("Apply complete!")
-    expect(page).to_have_title("Run #1 · payments-eu-west · Firstlume")
+    expect(page).to_have_title("Run #1 · payments-eu-west · Stacks · Firstlume")
     ui.check_screen(page, f"{size}-run-applied-log")
 
     page.goto(f"/orgs/{org}/runs/{runs.applied}")

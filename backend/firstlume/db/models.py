@@ -273,6 +273,8 @@ class Run(Base):
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Who ended the run by hand (discarded or canceled it): their email; null for any other end.
     ended_by: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    # The comment given with the approval or discard that decided the run (null: none given).
+    comment: Mapped[str | None] = mapped_column(Text, nullable=True)
     acknowledged: Mapped[list[str]] = mapped_column(JSON, default=list)
 
     config_yaml: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -230,16 +230,37 @@ class StartRun(Command):
     commit: Annotated[str, AfterValidator(_commit_sha)] | None = None
 
 
+# The longest comment an approval or a discard takes: a few sentences, a ticket link; beyond
+# that it belongs in the ticket, and notifications (Slack) carry it whole.
+MAX_RUN_COMMENT = 2000
+
+
+def _comment(value: str) -> str | None:
+    """A comment as stored: trimmed; a blank one is no comment."""
+    return value.strip() or None
+
+
+RunComment = Annotated[
+    str,
+    Field(max_length=MAX_RUN_COMMENT),
+    AfterValidator(_comment),
+    Expect(f"a comment of at most {MAX_RUN_COMMENT:,} characters"),
+]
+
+
 class ApproveRun(Command):
     noun = "approval"
     # Addresses of the deleted or replaced resources the approver confirms (confirm_destructive).
     acknowledged: Annotated[
         list[str], AfterValidator(_once_each), Expect("a list of resource addresses (strings)")
     ] = []
+    # Why it is approved, in the approver's words: on the run, its notifications and the audit.
+    comment: RunComment | None = None
 
 
 class DiscardRun(Command):
     noun = "discarding a run"
+    comment: RunComment | None = None
 
 
 class CancelRun(Command):

@@ -139,6 +139,11 @@ async def _record(unit: Unit, actor: Actor, run: Run, action: AuditAction, **det
     )
 
 
+def _commented(comment: str | None) -> dict[str, str]:
+    """An audit entry's `comment` detail: only when one was given."""
+    return {"comment": comment} if comment else {}
+
+
 async def _run_to_decide_on(session: AsyncSession, org: OrganizationRecord, run_id: str) -> Run:
     """The run, its row locked while a decision on it is taken."""
     query = select(Run).where(Run.id == run_id, Run.org_id == org.id).with_for_update()
@@ -182,14 +187,23 @@ async def approve_run(
     if run.approvals_required and run.approvals_required > 1:
         # A run its approval policies give a number of approvals to: each is recorded, and the
         # run waits until the last one.
-        approvals = [*(run.approvals or []), {"by": actor.email, "at": utcnow().isoformat()}]
+        given: dict[str, Any] = {"by": actor.email, "at": utcnow().isoformat()}
+        if command.comment:
+            given["comment"] = command.comment
+        approvals = [*(run.approvals or []), given]
         run.approvals = approvals
         progress = approvals_text(len(approvals), run.approvals_required)
         if len(approvals) < run.approvals_required:
             run.updated_at = utcnow()
             await unit.session.flush()
             await _record(
-                unit, actor, run, AuditAction.RUN_APPROVE, acknowledged=confirmed, approvals=progress
+                unit,
+                actor,
+                run,
+                AuditAction.RUN_APPROVE,
+                acknowledged=confirmed,
+                approvals=progress,
+                **_commented(command.comment),
             )
             unit.publish_after_commit(run_channel(run.id), RunUpdated(run_id=run.id))
             return run_record(run)
@@ -203,6 +217,8 @@ async def approve_run(
         approved_by_id=actor.user_id,
         approved_at=utcnow(),
         acknowledged=confirmed,
+        # The deciding approval's comment; it is on the run before its notifications are written.
+        comment=command.comment,
     )
     await _record(
         unit,
@@ -211,6 +227,7 @@ async def approve_run(
         AuditAction.RUN_APPROVE,
         acknowledged=confirmed,
         **({"approvals": progress} if progress else {}),
+        **_commented(command.comment),
     )
     return run_record(run)
 
@@ -224,8 +241,10 @@ async def discard_run(
             f"Run {run.id} is {run.status}; only a run awaiting approval can be discarded.", status=run.status
         )
     await require_approver(unit.session, run, actor.user_id, actor.email, approving=False)
-    run = await change_status(unit, run, RunStatus.DISCARDED, actor=actor.email, ended_by=actor.email)
-    await _record(unit, actor, run, AuditAction.RUN_DISCARD)
+    run = await change_status(
+        unit, run, RunStatus.DISCARDED, actor=actor.email, ended_by=actor.email, comment=command.comment
+    )
+    await _record(unit, actor, run, AuditAction.RUN_DISCARD, **_commented(command.comment))
     return run_record(run)
 
 

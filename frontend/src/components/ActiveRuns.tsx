@@ -64,33 +64,101 @@ function ActiveRunsList({ headingId, headingLevel = 2 }: { headingId: string; he
       {!loaded && !error && <div className="muted small pad">Connecting…</div>}
       {loaded && runs.length === 0 && <div className="muted small pad">No runs in progress. Start one from a stack.</div>}
       <ul>
-        {orderedForAttention(runs).map((run) => (
-          <li key={run.id} className={run.awaitingApproval ? "attention" : ""} data-run-id={run.id}>
-            <Link to={`/orgs/${org}/runs/${run.id}`} className="active-run">
-              <div className="line">
-                <strong>{run.stack.slug}</strong>
-                <span className="muted">#{run.number}</span>
-                <TypeBadge type={run.type} />
-              </div>
-              <div className="line">
-                <StatusBadge status={run.status} />
-                <span className="muted small right">
-                  <TimeAgo iso={run.createdAt} />
-                </span>
-              </div>
-              {run.awaitingApproval && (
-                <div className="line review">
-                  {run.summary?.text && <span className="small">{run.summary.text}</span>}
-                  <span className="right">Review →</span>
-                </div>
-              )}
-            </Link>
-            {/* Beside the run's link, not inside it: it links to the run it waits for. */}
-            <WaitingFor org={org ?? ""} run={run} compact />
-          </li>
-        ))}
+        {panelEntries(runs).map((entry) =>
+          entry.kind === "run" ? (
+            <RunEntry key={entry.run.id} org={org ?? ""} run={entry.run} />
+          ) : (
+            <StackQueue key={`queue-${entry.stack.id}`} org={org ?? ""} stack={entry.stack} runs={entry.runs} />
+          ),
+        )}
       </ul>
     </>
+  );
+}
+
+type Entry =
+  | { kind: "run"; run: RunListItemFragment }
+  | { kind: "queue"; stack: RunListItemFragment["stack"]; runs: RunListItemFragment[] };
+
+/**
+ * The panel's entries: runs needing attention first, then the rest; the queued runs of a stack
+ * with more than one queued are one entry, where the first of them would stand, which says once
+ * what they wait for (not "Waiting for run #12" on each of 18 cards).
+ */
+export function panelEntries(runs: RunListItemFragment[]): Entry[] {
+  const queued = new Map<string, RunListItemFragment[]>();
+  for (const run of runs) {
+    if (run.status === "QUEUED") queued.set(run.stack.id, [...(queued.get(run.stack.id) ?? []), run]);
+  }
+  const entries: Entry[] = [];
+  const placed = new Set<string>();
+  for (const run of orderedForAttention(runs)) {
+    const group = run.status === "QUEUED" ? (queued.get(run.stack.id) ?? []) : [];
+    if (group.length < 2) entries.push({ kind: "run", run });
+    else if (!placed.has(run.stack.id)) {
+      placed.add(run.stack.id);
+      const inLine = [...group].sort((a, b) => (a.queuePosition ?? a.number) - (b.queuePosition ?? b.number));
+      entries.push({ kind: "queue", stack: run.stack, runs: inLine });
+    }
+  }
+  return entries;
+}
+
+function RunEntry({ org, run }: { org: string; run: RunListItemFragment }) {
+  return (
+    <li className={run.awaitingApproval ? "attention" : ""} data-run-id={run.id}>
+      <Link to={`/orgs/${org}/runs/${run.id}`} className="active-run">
+        <div className="line">
+          <strong>{run.stack.name || run.stack.slug}</strong>
+          <span className="muted">#{run.number}</span>
+          <TypeBadge type={run.type} />
+        </div>
+        <div className="line">
+          <StatusBadge status={run.status} />
+          <span className="muted small right">
+            <TimeAgo iso={run.createdAt} />
+          </span>
+        </div>
+        {run.awaitingApproval && (
+          <div className="line review">
+            {run.summary?.text && <span className="small">{run.summary.text}</span>}
+            <span className="right">Review →</span>
+          </div>
+        )}
+      </Link>
+      {/* Beside the run's link, not inside it: it links to the run it waits for. */}
+      <WaitingFor org={org} run={run} compact />
+    </li>
+  );
+}
+
+/** A stack's queued runs, in queue order, with what they all wait for said once. */
+function StackQueue({ org, stack, runs }: { org: string; stack: RunListItemFragment["stack"]; runs: RunListItemFragment[] }) {
+  const first = runs[0];
+  return (
+    <li className="stack-queue" data-testid="stack-queue" data-stack={stack.slug}>
+      <div className="line stack-queue-head">
+        <strong>{stack.name || stack.slug}</strong>
+        <span className="muted small" data-testid="stack-queue-count">
+          {runs.length} queued
+        </span>
+      </div>
+      {/* What the first in line waits for is what they all wait for: the stack's lock. */}
+      <WaitingFor org={org} run={{ status: first.status, blockedBy: first.blockedBy, waitingFor: first.waitingFor }} compact />
+      <ol className="stack-queue-runs" aria-label={`Queued runs of ${stack.name || stack.slug}, in order`}>
+        {runs.map((run) => (
+          <li key={run.id} data-run-id={run.id}>
+            <Link to={`/orgs/${org}/runs/${run.id}`}>
+              #{run.number} <span className="small">{run.type.toLowerCase()}</span>
+            </Link>
+            <span className="muted small">
+              {run.queuePosition ? (run.queuePosition === 1 ? "next" : `number ${run.queuePosition}`) : "queued"} ·{" "}
+              <TimeAgo iso={run.createdAt} />
+            </span>
+          </li>
+        ))}
+      </ol>
+    </li>
   );
 }
 

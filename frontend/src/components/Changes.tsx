@@ -1,4 +1,5 @@
 import { memo, useDeferredValue, useState } from "react";
+import { useSearchParams } from "react-router";
 import type { ChangeAction, ChangeItemFragment, ResourceStateItemFragment } from "../graphql/generated";
 import {
   NO_FILTERS,
@@ -11,6 +12,7 @@ import {
 } from "../data/changes";
 import { diffAttribute } from "../diff/attributes";
 import { plural } from "../format";
+import { Address } from "./Address";
 import { AttributeDiff } from "./AttributeDiff";
 import { applyStarted, changeAnchor, OutcomeSummary, StateFilter, useScrolledTo, useStateFilter } from "./ChangeOutcome";
 import { Empty, ErrorBox, Loading, ResourceStateBadge } from "./ui";
@@ -40,9 +42,25 @@ export function ChangesView({
   /** What to show while there is no plan. */
   empty: React.ReactNode;
 }) {
-  const [text, setText] = useState("");
-  const [type, setType] = useState("");
-  const [unit, setUnit] = useState("");
+  // The filters live in the address (?q=, ?type=, ?unit=, ?state=): a reload, a shared link or
+  // Back shows the same list.
+  const [params, setParams] = useSearchParams();
+  const text = params.get("q") ?? "";
+  const type = params.get("type") ?? "";
+  const unit = params.get("unit") ?? "";
+  const setParam = (name: string, value: string) =>
+    setParams(
+      (current) => {
+        const next = new URLSearchParams(current);
+        if (value) next.set(name, value);
+        else next.delete(name);
+        return next;
+      },
+      { replace: true, preventScrollReset: true },
+    );
+  const setText = (value: string) => setParam("q", value);
+  const setType = (value: string) => setParam("type", value);
+  const setUnit = (value: string) => setParam("unit", value);
   const [state, setState] = useStateFilter();
   const filters = { ...NO_FILTERS, text: useDeferredValue(text), type, unit, state };
   const source = { org, runId, planned };
@@ -94,7 +112,8 @@ export function ChangesView({
           </span>
         )}
       </div>
-      {overview.groups.map((group) => (
+      {/* A group the plan has nothing in says nothing: only groups with changes are shown. */}
+      {overview.groups.filter((group) => group.count > 0).map((group) => (
         <ChangeGroup key={`${group.action}|${filterKey}`} source={source} group={group} filters={filters} states={states} />
       ))}
       {overview.outputs.length > 0 && <OutputChanges outputs={overview.outputs} />}
@@ -302,7 +321,7 @@ const ChangeRow = memo(function ChangeRow({ change, live }: { change: ChangeItem
         <span className={`act-symbol act-${change.action.toLowerCase()}`} aria-hidden="true">
           {SYMBOL[change.action]}
         </span>
-        <span className="address mono">{change.address}</span>
+        <Address address={change.address} />
         <span className="rtype mono">{change.type}</span>
         <span className="unit mono" title={change.unit === "." ? "Unit: the stack's root" : "Unit"}>
           {change.unit}

@@ -3,6 +3,7 @@ import { Link, NavLink, Outlet, useLocation, useNavigate, useParams } from "reac
 import { useAuth } from "../auth";
 import { ActiveRunsDrawerButton, ActiveRunsPanel, ActiveRunsProvider, useActiveRuns } from "./ActiveRuns";
 import { ErrorBox, Loading, NotFoundPage } from "./ui";
+import { useScrollRestoration } from "./ScrollRestoration";
 
 /**
  * The signed-in shell of an organization: the top bar, the page, and the active runs (a panel
@@ -12,6 +13,7 @@ import { ErrorBox, Loading, NotFoundPage } from "./ui";
 export function OrgLayout() {
   const { org = "" } = useParams();
   const { viewer, notice } = useAuth();
+  useScrollRestoration();
   if (!viewer) {
     return <div className="center-page">{notice ? <ErrorBox error={notice} /> : <Loading what="your organizations" />}</div>;
   }

@@ -1,5 +1,6 @@
 // A failed run's way forward: the failed resources as links to their changes (filtered to the
 // failures), and Retry — a new run of the same type at the same commit.
+import { Address } from "./Address";
 import { Link, useNavigate } from "react-router";
 import { useAction, useMutate } from "../api/hooks";
 import { StartRunDocument, type RunDetailFragment } from "../graphql/generated";
@@ -32,7 +33,7 @@ function FailedResources({ org, runId, failed }: { org: string; runId: string; f
         <span key={address}>
           {i > 0 && ", "}
           <Link to={`${changes}#${encodeURIComponent(changeAnchor(address))}`} className="mono">
-            {address}
+            <Address address={address} />
           </Link>
         </span>
       ))}

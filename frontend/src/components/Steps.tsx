@@ -7,6 +7,9 @@ import { StepDot, StepStatusText, useNow } from "./ui";
 type Step = RunDetailFragment["steps"][number];
 
 export function stepDuration(step: Step, now: number): string {
+  // A skipped step (approval not required) took no time worth a number: "approval 0 ms" says nothing.
+  if (step.status === "SKIPPED") return "";
+  if (step.name === "approval" && step.durationMs !== null && step.durationMs < 1000) return "";
   if (step.durationMs !== null) return duration(step.durationMs);
   if (step.status === "RUNNING" && step.startedAt) return duration(Math.max(0, now - Date.parse(step.startedAt)));
   return "";

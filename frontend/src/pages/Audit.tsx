@@ -165,6 +165,7 @@ export function AuditPage() {
                   {entries.map((entry) => (
                     <tr key={entry.id} data-testid="audit-entry">
                       <td data-label="When" className="nowrap">
+                        {/* Relative, with the absolute UTC time on hover (and for screen readers). */}
                         <TimeAgo iso={entry.time} />
                       </td>
                       <td data-label="Actor" className="audit-actor">{entry.actor}</td>
@@ -196,10 +197,19 @@ export function AuditPage() {
   );
 }
 
+/** What the change is about, by name: a run is its stack and number ("network #12"), not its id. */
 function Target({ org, entry }: { org: string; entry: Entry }) {
   const [kind, ...rest] = entry.target.split(":");
   const name = rest.join(":");
-  if (kind === "run") return <Link to={`/orgs/${org}/runs/${name}`}>run {name.slice(0, 8)}</Link>;
+  const number = (entry.details as Record<string, unknown> | null)?.number;
+  if (kind === "run") {
+    const label = entry.stack && typeof number === "number" ? `${entry.stack} #${number}` : `run ${name.slice(0, 8)}`;
+    return (
+      <Link to={`/orgs/${org}/runs/${name}`} title={`Run ${name}`} data-testid="audit-run">
+        {label}
+      </Link>
+    );
+  }
   if (kind === "stack") return <Link to={`/orgs/${org}/stacks/${name}`}>{entry.target}</Link>;
   return <>{entry.target}</>;
 }
@@ -221,11 +231,16 @@ export function detailsText(entry: Entry): string {
     return `${details.name ?? ""} at ${details.scope ?? ""}${details.sensitive ? " (sensitive)" : ""}`;
   }
   if (entry.action.startsWith("run.") && typeof details.number === "number") {
-    const parts = [`#${details.number}`];
+    // The target already names the run (stack and number).
+    const parts: string[] = [];
     if (details.type) parts.push(String(details.type));
     if (details.trigger) parts.push(`by ${shown(details.by)}`);
     if (details.was) parts.push(`was ${shown(details.was)}`);
-    return parts.join(" · ");
+    if (details.approvals) parts.push(`approval ${shown(details.approvals)}`);
+    if (Array.isArray(details.acknowledged) && details.acknowledged.length > 0)
+      parts.push(`confirmed ${(details.acknowledged as string[]).join(", ")}`);
+    if (details.comment) parts.push(`“${shown(details.comment)}”`);
+    return parts.join(" · ") || "—";
   }
   return Object.entries(details)
     .filter(([, value]) => value !== null && !(Array.isArray(value) && value.length === 0))

@@ -6,9 +6,12 @@ import { ConfigurationView } from "../components/Configuration";
 import { LogViewer } from "../log/LogViewer";
 import { StepStrip, StepTimeline } from "../components/Steps";
 import { Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
-import { dateTime, duration, originPhrase, plural, shortSha } from "../format";
+import { dateTime, originPhrase, plural, shortSha } from "../format";
 import { WaitingFor } from "../components/Waiting";
 import { RunTriage } from "../components/RunTriage";
+import { Address } from "../components/Address";
+import { changeAnchor } from "../components/ChangeOutcome";
+import { CommitMessage, RunTiming } from "../components/RunTiming";
 import {
   ApproveRunDocument,
   CancelRunDocument,
@@ -39,7 +42,8 @@ function RunView() {
   const navigate = useNavigate();
   const { data, error, loading } = useApiQuery(RunPageDocument, { org, id: runId });
   const run = data?.organization?.run ?? null;
-  usePageTitle(run ? `Run #${run.number}` : "Run", run?.stack.slug);
+  // As every page of a stack: what, the stack's name, "Stacks".
+  usePageTitle(run ? `Run #${run.number}` : "Run", run ? run.stack.name || run.stack.slug : undefined, "Stacks");
 
   // Its updates land in the cache, and so on this page (and every list showing the run).
   const updates = useLiveSubscription(RunUpdatedDocument, run && !run.finished ? { org, id: runId } : null, { next: () => {} });
@@ -213,11 +217,7 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
           </span>
         )}
         {run.finishedAt && <span title={dateTime(run.finishedAt)}>finished <TimeAgo iso={run.finishedAt} /></span>}
-        {run.durationMs !== null && (
-          <span title="From the start of the first phase to the end: time in the queue is not counted" data-testid="run-took">
-            took {duration(run.durationMs)}
-          </span>
-        )}
+        {run.durationMs !== null && <RunTiming run={run} />}
         {run.endedBy && (
           <span data-testid="ended-by">
             {run.status === "DISCARDED" ? "discarded" : "canceled"} by <strong>{run.endedBy}</strong>
@@ -241,7 +241,7 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
               {shortSha(run.commit.sha)}
             </span>
           )}
-          <span className="commit-msg">{run.commit.message}</span>
+          <CommitMessage message={run.commit.message ?? ""} />
           <span className="muted small">{run.commit.author}</span>
           <span className="muted small mono">
             {run.stack.branch} · {run.stack.path || "."}
@@ -257,9 +257,13 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
   );
 }
 
+// The server's limit (services/commands.py MAX_RUN_COMMENT): the field stops there.
+const MAX_COMMENT = 2000;
+
 function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
   const mutate = useMutate();
   const [ticked, setTicked] = useState<Set<string>>(new Set());
+  const [comment, setComment] = useState("");
   const { busy, error, run: act } = useAction();
   const listed = useDestructiveChanges({ org, runId: run.id, planned: run.awaitingApproval ? (run.summary?.text ?? null) : null });
   const destructive = listed ?? [];
@@ -272,14 +276,14 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
     const approve = () =>
       act(async () => {
         const acknowledged = confirm ? [...ticked] : [];
-        const { approveRun } = await mutate(ApproveRunDocument, { org, id: run.id, acknowledged });
+        const { approveRun } = await mutate(ApproveRunDocument, { org, id: run.id, acknowledged, comment: comment.trim() || null });
         if (approveRun.__typename === "AcknowledgementRequiredError")
           return `Confirm these first: ${approveRun.missing.join(", ")}.`;
         if (approveRun.__typename !== "Run") return approveRun.message;
       });
     const discard = () =>
       act(async () => {
-        const { discardRun } = await mutate(DiscardRunDocument, { org, id: run.id });
+        const { discardRun } = await mutate(DiscardRunDocument, { org, id: run.id, comment: comment.trim() || null });
         if (discardRun.__typename !== "Run") return discardRun.message;
       });
 
@@ -318,7 +322,9 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
               <p className="small" data-testid="approvals-progress">
                 Approvals: <strong>{run.approval.approvalsProgress}</strong>
                 {run.approval.policyApprovers ? ` from ${run.approval.policyApprovers.join(", ")}` : ""} (asked for by the approval policies)
-                {run.approval.approvals.length > 0 ? `; approved by ${run.approval.approvals.map((a) => a.by).join(", ")}.` : "."}
+                {run.approval.approvals.length > 0
+                  ? `; approved by ${run.approval.approvals.map((a) => (a.comment ? `${a.by} (“${a.comment}”)` : a.by)).join(", ")}.`
+                  : "."}
               </p>
             )}
             {!run.approval.viewerCanApprove && run.approval.viewerCannotApproveReason && (
@@ -327,6 +333,31 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
               </p>
             )}
           </div>
+        </div>
+        {confirm && (
+          <ConfirmList
+            destructive={destructive}
+            ticked={ticked}
+            onTicked={setTicked}
+            origin={originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
+            changesPath={`/orgs/${org}/runs/${run.id}`}
+          />
+        )}
+        {/* After the confirmations, before the buttons: tabbing reaches the boxes, the comment, then Approve. */}
+        <div className="approval-decide">
+          <label className="approval-comment">
+            <span>
+              Comment <span className="muted small">(optional: shown on the run, in notifications and in the audit trail)</span>
+            </span>
+            <textarea
+              rows={2}
+              maxLength={MAX_COMMENT}
+              value={comment}
+              onChange={(e) => setComment(e.target.value)}
+              placeholder="Why: a ticket, the change window…"
+              data-testid="approval-comment"
+            />
+          </label>
           <div className="actions">
             <button
               className="btn"
@@ -352,14 +383,6 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
             </button>
           </div>
         </div>
-        {confirm && (
-          <ConfirmList
-            destructive={destructive}
-            ticked={ticked}
-            onTicked={setTicked}
-            origin={originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
-          />
-        )}
         <ErrorBox error={error} />
       </section>
     );
@@ -375,6 +398,7 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
           </span>
           .
         </p>
+        <DecisionComment comment={run.comment} />
         {run.approval.acknowledged.length > 0 && (
           <p className="small">
             Confirmed deletions and replacements:{" "}
@@ -404,6 +428,7 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
           )}
           ; nothing was applied.
         </p>
+        <DecisionComment comment={run.comment} />
       </section>
     );
   }
@@ -426,6 +451,16 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
   return null;
 }
 
+/** The comment given with the approval or discard that decided the run. */
+function DecisionComment({ comment }: { comment: string | null | undefined }) {
+  if (!comment) return null;
+  return (
+    <blockquote className="decision-comment" data-testid="decision-comment">
+      {comment}
+    </blockquote>
+  );
+}
+
 /**
  * confirm_destructive: a tick per deletion or replacement. "Tick all" ticks every one at once,
  * after saying how many; approving is still its own, explicit click.
@@ -435,11 +470,14 @@ function ConfirmList({
   ticked,
   onTicked,
   origin,
+  changesPath,
 }: {
   destructive: DestructiveChange[];
   ticked: Set<string>;
   onTicked: (ticked: Set<string>) => void;
   origin: string;
+  /** The run's Changes tab: each item links to its diff there. */
+  changesPath: string;
 }) {
   const [asking, setAsking] = useState(false);
   const missing = destructive.filter((d) => !ticked.has(d.address)).length;
@@ -503,8 +541,15 @@ function ConfirmList({
                 aria-label={`Confirm ${d.action === "DELETE" ? "deleting" : "replacing"} ${d.address}`}
               />
               <span className={`act-${d.action.toLowerCase()} verb`}>{d.action === "DELETE" ? "delete" : "replace"}</span>
-              <span className="mono">{d.address}</span>
+              <Address address={d.address} className="confirm-address" />
             </label>
+            <Link
+              className="small diff-link"
+              to={`${changesPath}?q=${encodeURIComponent(d.address)}#${encodeURIComponent(changeAnchor(d.address))}`}
+              aria-label={`Diff of ${d.address}`}
+            >
+              diff
+            </Link>
           </li>
         ))}
       </ul>

@@ -73,7 +73,8 @@ ApproveRunResult = Annotated[
     strawberry.union("ApproveRunResult"),
 ]
 DiscardRunResult = Annotated[
-    Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("DiscardRunResult")
+    Run | NotFoundError | InvalidStatusError | ConflictError | InvalidInputError,
+    strawberry.union("DiscardRunResult"),
 ]
 CancelRunResult = Annotated[
     Run | NotFoundError | InvalidStatusError | ConflictError, strawberry.union("CancelRunResult")
@@ -151,7 +152,7 @@ APPROVE_ERRORS = (
     ConflictError,
     InvalidInputError,
 )
-DISCARD_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
+DISCARD_ERRORS = (NotFoundError, InvalidStatusError, ConflictError, InvalidInputError)
 CANCEL_ERRORS = (NotFoundError, InvalidStatusError, ConflictError)
 STACK_ERRORS = (NotFoundError, InvalidInputError, AlreadyExistsError)
 
@@ -243,24 +244,35 @@ class Mutation(AccessMutation, SsoMutation):
 
     @strawberry.mutation(
         description="Approves a run awaiting approval. With confirm_destructive on, `acknowledged` must hold "
-        "every address that will be deleted or replaced."
+        "every address that will be deleted or replaced. `comment` (at most 2,000 characters) is shown "
+        "on the run, in its notifications and in the audit trail."
     )
     async def approve_run(
-        self, info: Ctx, org: str, run_id: strawberry.ID, acknowledged: list[str] | None = None
+        self,
+        info: Ctx,
+        org: str,
+        run_id: strawberry.ID,
+        acknowledged: list[str] | None = None,
+        comment: str | None = None,
     ) -> ApproveRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                approval = command(ApproveRun, {"acknowledged": list(acknowledged or [])})
+                approval = command(ApproveRun, {"acknowledged": list(acknowledged or []), "comment": comment})
                 run = await runs.approve_run(unit, actor, org_row, str(run_id), approval)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(APPROVE_ERRORS, work)
 
-    @strawberry.mutation(description="Discards a run awaiting approval.")
-    async def discard_run(self, info: Ctx, org: str, run_id: strawberry.ID) -> DiscardRunResult:
+    @strawberry.mutation(
+        description="Discards a run awaiting approval; `comment` (at most 2,000 characters) as for approveRun."
+    )
+    async def discard_run(
+        self, info: Ctx, org: str, run_id: strawberry.ID, comment: str | None = None
+    ) -> DiscardRunResult:
         async def work() -> Run:
             async with org_unit(info, org) as (unit, actor, org_row):
-                run = await runs.discard_run(unit, actor, org_row, str(run_id), DiscardRun())
+                discard = command(DiscardRun, {"comment": comment})
+                run = await runs.discard_run(unit, actor, org_row, str(run_id), discard)
             return Run(row=run, loaders=fresh(info))
 
         return await typed(DISCARD_ERRORS, work)

@@ -176,6 +176,7 @@ def run_json(details: RunDetails) -> dict[str, Any]:
             "acknowledged": list(run.acknowledged or []),
             **approvals_json(run),
         },
+        "comment": run.comment,
         "policy_checks": list(run.policy_checks) if run.policy_checks is not None else None,
         "configuration": {
             "config_yaml": run.config_yaml,

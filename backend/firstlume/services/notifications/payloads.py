@@ -40,6 +40,8 @@ def run_payload(event: str, org_slug: str, stack_slug: str, run: Run) -> dict[st
             "error": (run.error or "")[:MAX_ERROR] or None,
             # Who discarded or canceled it (null otherwise).
             "ended_by": run.ended_by,
+            # The comment given with the approval or discard that decided it (null otherwise).
+            "comment": run.comment,
             "url": f"/orgs/{org_slug}/runs/{run.id}",
         },
     }
@@ -80,6 +82,8 @@ def slack_body(stored: dict[str, Any], *, public_url: str) -> bytes:
             f"*{stored['event']}*: run #{run['number']} ({run['type']}) of *{stored['stack']}* is "
             f"{run['status']}{by}: {run['summary_text']}"
         )
+        if run.get("comment"):
+            text += f"\n> “{run['comment']}”"
         if run.get("error"):
             text += f"\n> {run['error'][:300]}"
         text += f"\n<{run['url']}|Open the run>"

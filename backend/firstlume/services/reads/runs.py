@@ -90,6 +90,7 @@ class RunRecord:
     approved_by_id: str | None
     approved_at: datetime | None
     ended_by: str | None
+    comment: str | None
     acknowledged: list[str]
     config_yaml: str | None
     engine: str | None

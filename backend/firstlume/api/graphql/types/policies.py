@@ -68,3 +68,4 @@ class PolicyCheck:
 class GivenApproval:
     by: str
     at: str
+    comment: str | None = strawberry.field(default=None, description="The approver's comment, if any.")

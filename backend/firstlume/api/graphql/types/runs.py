@@ -114,7 +114,9 @@ class Approval:
 
     @strawberry.field(description="The approvals given so far, for a run that needs more than one.")
     def approvals(self) -> list[GivenApproval]:
-        return [GivenApproval(by=a["by"], at=a["at"]) for a in self.row.approvals or []]
+        return [
+            GivenApproval(by=a["by"], at=a["at"], comment=a.get("comment")) for a in self.row.approvals or []
+        ]
 
     @strawberry.field(description='How far the approval is, as "1 of 2"; null for a run that needs one.')
     def approvals_progress(self) -> str | None:
@@ -301,6 +303,9 @@ class Run:
     error: str | None = filled("The run's error when it failed for a reason that belongs to no resource.")
     log_length: int = filled("The log's length in characters so far.")
     ended_by: str | None = filled("Who discarded or canceled the run (their email); null for any other end.")
+    comment: str | None = filled(
+        "The comment given with the approval or discard that decided the run; null when none was."
+    )
 
     def __post_init__(self) -> None:
         run = self.row
@@ -327,6 +332,7 @@ class Run:
         self.error = run.error
         self.log_length = run.log_length
         self.ended_by = run.ended_by
+        self.comment = run.comment
 
     # Built only when the query asks: a page of runs (a stack's history) rarely does, and every
     # run of the page made them all (about 2% of a stack page's server time, measured with wrk).
