@@ -58,11 +58,11 @@ function DriftActions({ org, slug, name, role, drifted }: { org: string; slug: s
 
   return (
     <div className="drift-actions">
-      <button className="btn small" disabled={busy} onClick={() => void start("DRIFT")} aria-label={`Check ${name} for drift now`}>
+      <button className="btn small" disabled={busy} onClick={() => void start("DRIFT")} aria-label={`Check now: ${name}`}>
         Check now
       </button>
       {drifted && (
-        <button className="btn small primary" disabled={busy} onClick={() => void start("APPLY")} aria-label={`Reconcile ${name}: start an apply`} title="Start an apply of the stack's code: its plan shows what it puts back.">
+        <button className="btn small primary" disabled={busy} onClick={() => void start("APPLY")} aria-label={`Reconcile ${name}`} title="Start an apply of the stack's code: its plan shows what it puts back.">
           Reconcile
         </button>
       )}
@@ -196,7 +196,6 @@ export function DriftPage() {
       {organization && (
         <Card title="Organization schedule">
           <DriftScheduleEditor
-            key={organization.settings.explicit.driftSchedule ?? ""}
             org={org}
             explicit={organization.settings.explicit.driftSchedule}
             effective={organization.settings.effective.driftSchedule}
@@ -293,7 +292,6 @@ export function StackDriftPage() {
       />
       <Card title="Schedule">
         <DriftScheduleEditor
-          key={stack.settings.explicit.driftSchedule ?? ""}
           org={org}
           stack={stack.slug}
           explicit={stack.settings.explicit.driftSchedule}
