@@ -116,7 +116,7 @@ async def _stacks(session: Any, tenant: Tenant) -> list[StackRecord]:
 
 DRIFT = """
 query($org: String!) { organization(slug: $org) { drift {
-  stackSlug driftedCount drifted { address action finding }
+  stackSlug driftedCount lastRun { id } drifted { address action finding }
   stack { slug settings { effective { driftSchedule { value } } } }
 } } }
 """
@@ -157,6 +157,12 @@ async def test_the_drift_overview_counts_what_drifted_and_says_it_in_words(
         "slug": "net",
         "settings": {"effective": {"driftSchedule": {"value": "0 6 * * *"}}},
     }
+    # The drift run's own change groups say the same, where a plan's say "Will be updated".
+    groups = """query($org: String!, $id: ID!) { organization(slug: $org) { run(id: $id) {
+      changes { groups { action title total } } } } }"""
+    run = await gql(client, tenant, groups, id=line["lastRun"]["id"])
+    titles = {g["action"]: g["title"] for g in run["organization"]["run"]["changes"]["groups"] if g["total"]}
+    assert titles == {"CREATE": "Deleted outside Terraform", "UPDATE": "Changed outside Terraform"}
 
 
 def state_doc(serial: int, resources: list[dict[str, Any]]) -> bytes:
