@@ -267,3 +267,18 @@ async def test_state_resources_page_and_two_versions_diff_by_name_without_values
         )
         assert answer.status_code == 200
         assert words in answer.json()["errors"][0]["message"]
+
+
+async def test_a_state_of_10000_resources_is_read_a_page_at_a_time(
+    ctx: Context, tenant: Tenant, client: httpx.AsyncClient
+) -> None:
+    await make_stack(ctx, tenant, {"slug": "app", "repository": "file:///repo"})
+    base = f"/api/v1/orgs/{tenant.org}/stacks/app/state"
+    many = [resource(f"r{n:05}", "a") for n in range(10_000)]
+    answer = await client.post(base, content=state_doc(1, many), headers=tenant.headers)
+    assert answer.status_code == 200, answer.text
+    page = """query($org: String!) { organization(slug: $org) { stack(slug: "app") { state {
+      resources(first: 100, offset: 9950) { totalCount nodes { address } } } } } }"""
+    found = (await gql(client, tenant, page))["organization"]["stack"]["state"]["resources"]
+    assert found["totalCount"] == 10_000
+    assert [n["address"] for n in found["nodes"]] == [f"aws_thing.r{n:05}" for n in range(9950, 10_000)]
