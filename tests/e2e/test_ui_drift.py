@@ -76,6 +76,14 @@ def test_drift_overview_stack_tab_and_notifications(
     expect(rows.nth(1).locator("[data-drift]")).to_have_text("in sync")
     expect(page.get_by_test_id("drift-schedule")).to_contain_text("No drift schedule")
     ui.check_screen(page, f"{size}-stack-drift")
+    # The stack's own schedule, set on its tab; "Inherit" clears it again.
+    page.get_by_label("Drift schedule (cron, UTC)").fill("30 5 * * 1")
+    page.get_by_role("button", name="Save schedule").click()
+    expect(page.get_by_test_id("schedule-saved")).to_have_text("Saved: checks run on 30 5 * * 1 (UTC).")
+    expect(page.get_by_test_id("drift-schedule")).to_contain_text("30 5 * * 1")
+    page.get_by_role("button", name="Inherit").click()
+    expect(page.get_by_test_id("schedule-saved")).to_have_text("Saved: the schedule is inherited.")
+    expect(page.get_by_test_id("drift-schedule")).to_contain_text("No drift schedule")
 
     page.goto(f"{server.url}/orgs/{tenant.org}/notifications")
     expect(page).to_have_title("Notifications · Firstlume")
