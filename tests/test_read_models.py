@@ -46,6 +46,8 @@ from firstlume.services.reads import pull_requests as pull_request_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
 from firstlume.services.reads import state as state_reads
+from firstlume.services.reads import state_contents
+from firstlume.services.reads import summaries as summary_reads
 from firstlume.services.reads.changes import ChangeFilter, ChangePageKey
 from firstlume.services.reads.runs import PageExtras, RunFilter, RunPageKey
 from firstlume.services.state import locks, store
@@ -128,7 +130,8 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
     queued = await start(ctx, tenant.token, tenant.org, "net", "plan")
     drifted = await start(ctx, tenant.token, tenant.org, "web", "drift")
     state = f"{o}/stacks/net/state"
-    document = {"version": 4, "serial": 1, "lineage": "l", "outputs": {}, "resources": []}
+    resources = [{"mode": "managed", "type": "t", "name": "a", "instances": [{"attributes": {}}]}]
+    document = {"version": 4, "serial": 1, "lineage": "l", "outputs": {}, "resources": resources}
     assert (await client.post(state, content=json.dumps(document), headers=h)).status_code == 200
     lock = json.dumps({"ID": "lock-1", "Operation": "OperationTypeApply", "Who": "ada@laptop"})
     assert (await client.request("LOCK", f"{state}/lock", content=lock, headers=h)).status_code == 200
@@ -248,11 +251,16 @@ async def test_reads_and_the_services_the_api_calls_hand_out_no_orm_object(
         await call(change_reads.pages, session, [ChangePageKey(applied, 10, None, ChangeFilter())])
         [heads] = await call(state_reads.heads_of_stacks, session, [net.id])
         await call(state_reads.head_of, session, net.id, ".")
-        await call(state_reads.versions, session, heads[0].id, limit=10)
+        versions = await call(state_reads.versions, session, heads[0].id, limit=10)
+        serial = versions[0].serial
+        await call(state_contents.version_resources, session, ctx.keyring, stacks[0][0], ".", serial)
+        await call(state_contents.version_diff, session, ctx.keyring, stacks[0][0], ".", serial, serial)
+        await call(summary_reads.stack_summaries, session, [net.id])
         await call(audit_reads.audit_page, session, org.id, audit_reads.AuditFilter(), 100)
         await call(drift_reads.overview, session, org.id)
         await call(drift_reads.history, session, stacks[0][1].id)
         await call(drift_reads.drifted_resources, session, [applied])
+        await call(drift_reads.drifted_counts, session, [applied])
         await call(git_reads.deliveries, session, org.id)
         await call(git_reads.secret_rotated_at, session, org.id)
         [found] = await call(notification_reads.destinations, session, org.id)

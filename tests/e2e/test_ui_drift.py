@@ -76,6 +76,14 @@ def test_drift_overview_stack_tab_and_notifications(
     expect(rows.nth(1).locator("[data-drift]")).to_have_text("in sync")
     expect(page.get_by_test_id("drift-schedule")).to_contain_text("No drift schedule")
     ui.check_screen(page, f"{size}-stack-drift")
+    # The stack's own schedule, set on its tab; "Inherit" clears it again.
+    page.get_by_label("Drift schedule (cron, UTC)").fill("30 5 * * 1")
+    page.get_by_role("button", name="Save schedule").click()
+    expect(page.get_by_test_id("schedule-saved")).to_have_text("Saved: checks run on 30 5 * * 1 (UTC).")
+    expect(page.get_by_test_id("drift-schedule")).to_contain_text("30 5 * * 1")
+    page.get_by_role("button", name="Inherit").click()
+    expect(page.get_by_test_id("schedule-saved")).to_have_text("Saved: the schedule is inherited.")
+    expect(page.get_by_test_id("drift-schedule")).to_contain_text("No drift schedule")
 
     page.goto(f"{server.url}/orgs/{tenant.org}/notifications")
     expect(page).to_have_title("Notifications · Firstlume")
@@ -94,3 +102,54 @@ def test_drift_overview_stack_tab_and_notifications(
     expect(card.locator("tr[data-delivery]")).to_contain_text("200")
     assert "ui-secret-93" not in page.content()
     ui.check_screen(page, f"{size}-notifications")
+
+
+def drift_runs(api: Api, stack: str) -> list[dict[str, object]]:
+    response = api.http.get(f"{api.o}/stacks/{stack}/drift")
+    assert response.status_code == 200, response.text
+    return response.json()["runs"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_drift_is_worst_first_says_what_drifted_and_checks_reconciles_and_schedules(
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, drifted: str, size: str
+) -> None:
+    page = ui.open(ui.sizes[size])
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/drift")
+    rows = page.locator("tr[data-stack]")
+    # Worst first: the drifted stack above the one never checked, whatever their names.
+    expect(rows.first).to_have_attribute("data-stack", "app")
+    app = page.locator("tr[data-stack='app']")
+    expect(app.locator("[data-finding]")).to_have_text("terraform_data.second Deleted outside Terraform")
+    expect(app).not_to_contain_text("Will be")
+    expect(app.get_by_test_id("schedule")).to_have_text("none")
+    ui.check_screen(page, f"{size}-drift-actions")
+
+    # Check now starts a drift run of that stack; the page follows it live to its end.
+    before = len(drift_runs(api, "app"))
+    app.get_by_role("button", name="Check now: app").click()
+    expect(app.get_by_test_id("drift-started")).to_contain_text("Drift check")
+    wait_until(lambda: len(drift_runs(api, "app")) == before + 1, 10, "the drift run")
+    newest = drift_runs(api, "app")[0]
+    assert newest["trigger"] == "manual"  # the drift route lists drift runs only
+    api.wait(str(newest["id"]), "drifted")
+    expect(app.locator("td[data-label='Last check']")).to_have_text(f"#{newest['number']}")
+
+    # Reconcile starts an apply of the drifted stack.
+    app.get_by_role("button", name="Reconcile app").click()
+    expect(app.get_by_test_id("drift-started")).to_contain_text("Apply")
+    runs = api.http.get(f"{api.o}/stacks/app/runs").json()["runs"]
+    assert runs[0]["type"] == "apply" and runs[0]["id"] != newest["id"]
+
+    # The organization's schedule: refused in the API's words, then saved and shown on each stack.
+    schedule = page.get_by_label("Drift schedule (cron, UTC)")
+    schedule.fill("every morning")
+    page.get_by_role("button", name="Save schedule").click()
+    expect(page.get_by_role("alert")).to_contain_text("The schedule was not saved.")
+    expect(page.get_by_role("alert")).to_contain_text("cron")
+    schedule.fill("0 6 * * *")
+    page.get_by_role("button", name="Save schedule").click()
+    expect(page.get_by_test_id("schedule-saved")).to_have_text("Saved: checks run on 0 6 * * * (UTC).")
+    expect(app.get_by_test_id("schedule")).to_have_text("0 6 * * *")
+    assert api.http.get(f"{api.o}/settings").json()["explicit"]["drift_schedule"] == "0 6 * * *"
+    ui.check_screen(page, f"{size}-drift-scheduled")

@@ -116,6 +116,8 @@ def test_every_page_renders_for_the_role_without_an_error_state(
         expect_no_error_state(page, f"{role} {name}")
         if name == "stack-state":
             expect(page.get_by_test_id("state-serial")).not_to_have_text("—")
+            # Resources are names, not values: every role that reads the state lists them.
+            expect(page.locator(".resources-table")).to_contain_text("terraform_data.a")
             if role == "reader":
                 expect(page.get_by_test_id("outputs-hidden")).to_contain_text(
                     "Outputs are visible to operators and admins"

@@ -182,3 +182,69 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
 
     variables.get_by_role("button", name="Delete region").click()
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
+
+
+@pytest.fixture
+def fleet(api: Api, tmp_path: Path) -> dict[str, str]:
+    """app (in prod): applied, another apply awaiting approval; edge (in dev, a push plans) and
+    idle (no folder, a push applies): never applied."""
+    app = make_stack_repo(tmp_path / "app", MAIN)
+    api.create_stack("app", app, folder="prod")
+    api.create_stack("edge", make_stack_repo(tmp_path / "edge", MAIN), folder="dev", trigger="plan")
+    api.create_stack("idle", make_stack_repo(tmp_path / "idle", MAIN), trigger="apply")
+    first = api.start("app", "apply")
+    api.wait(first, "awaiting_approval")
+    api.approve(first)
+    api.wait(first, "applied")
+    app.commit({"main.tf": MAIN + 'resource "terraform_data" "c" { input = "c" }\n'}, "Add c")
+    waiting = api.start("app", "apply")
+    api.wait(waiting, "awaiting_approval")
+    return {"applied": first, "waiting": waiting}
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_stacks_list_shows_where_each_stack_stands_and_filters_by_name_status_folder_trigger(
+    ui: UI, server: LiveServer, tenant: Tenant, fleet: dict[str, str], size: str
+) -> None:
+    page = ui.open(ui.sizes[size])
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks")
+    stacks = page.locator("[data-stack]")
+    # The last apply's outcome and what awaits people, not the newest run (awaiting approval).
+    expect(page.locator('[data-stack="app"]').get_by_test_id("stack-summary")).to_have_text(
+        "applied · 1 awaiting approval"
+    )
+    expect(page.locator('[data-stack="idle"]').get_by_test_id("stack-summary")).to_have_text("never applied")
+    expect(stacks).to_have_count(3)
+    ui.check_screen(page, f"{size}-stacks-summary")
+
+    page.get_by_label("Search stacks by name").fill("ED")
+    expect(stacks).to_have_count(1)
+    expect(page.locator('[data-stack="edge"]')).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]q=ED"))
+    page.get_by_label("Search stacks by name").fill("")
+
+    page.get_by_label("Filter stacks by status").select_option(label="Awaiting approval")
+    expect(stacks).to_have_count(1)
+    expect(page.locator('[data-stack="app"]')).to_be_visible()
+    expect(page.get_by_test_id("stack-matches")).to_have_text("1 of 3 stacks")
+    page.get_by_label("Filter stacks by status").select_option(label="Never applied")
+    expect(stacks).to_have_count(2)
+
+    page.get_by_label("Filter stacks by folder").select_option(label="dev")
+    expect(stacks).to_have_count(1)
+    expect(page.locator('[data-stack="edge"]')).to_be_visible()
+    expect(page.locator('[data-folder="prod"]')).to_have_count(0)
+    page.get_by_label("Filter stacks by folder").select_option(label="In no folder")
+    page.get_by_label("Filter stacks by trigger").select_option(label="A push applies")
+    expect(stacks).to_have_count(1)
+    expect(page.locator('[data-stack="idle"]')).to_be_visible()
+    ui.check_screen(page, f"{size}-stacks-filtered")
+
+    # The filters live in the address: a reload (or a shared link) shows the same list.
+    page.reload()
+    expect(page.get_by_label("Filter stacks by trigger")).to_have_value("apply")
+    expect(page.get_by_label("Filter stacks by status")).to_have_value("never")
+    expect(stacks).to_have_count(1)
+    page.get_by_label("Filter stacks by trigger").select_option(label="A push plans")
+    expect(page.get_by_text("No stack matches these filters.")).to_be_visible()
+    assert ui.close() == []

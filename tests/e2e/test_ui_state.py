@@ -82,3 +82,63 @@ def test_the_state_tab_shows_versions_outputs_and_the_lock(
     expect(page.get_by_test_id("lock-state")).to_have_text("Not locked.")
     assert api.http.get(f"{base}/lock").json() == {"lock": None}
     assert ui.close() == []
+
+
+SECOND = (
+    CODE.replace('input = "web"', 'input = "web2"')
+    + """
+resource "terraform_data" "cache" { input = "cache" }
+output "zones" { value = tolist(["a", "b"]) }
+output "sizes" { value = tomap({ small = 1 }) }
+"""
+)
+
+
+@pytest.fixture
+def applied_twice(api: Api, applied: str, tmp_path: Path) -> str:
+    repo = StackRepo(path=tmp_path / "repo", url="", state_path=tmp_path / "none")
+    repo.commit({"main.tf": SECOND}, "Add a cache")
+    run_id = api.start("app", "apply")
+    api.wait(run_id, "awaiting_approval")
+    api.approve(run_id)
+    api.wait(run_id, "applied")
+    return run_id
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_state_tab_lists_resources_diffs_two_versions_and_writes_output_types(
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, applied_twice: str, size: str
+) -> None:
+    versions = api.http.get(f"{api.o}/stacks/app/state/versions").json()["versions"]
+    newest, oldest = versions[0]["serial"], versions[-1]["serial"]
+    page = ui.open(ui.sizes[size])
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/app/state")
+
+    table = page.locator(".resources-table")
+    expect(table.locator("tr[data-address]")).to_have_count(3)
+    expect(table.locator('tr[data-address="terraform_data.cache"]')).to_contain_text(
+        "terraform.io/builtin/terraform"
+    )
+    page.get_by_label("Find resources by address, type or provider").fill("cach")
+    expect(table.locator("tr[data-address]")).to_have_count(1)
+    expect(page.get_by_test_id("resources-range")).to_have_text("1–1 of 1 matching")
+
+    outputs = page.locator(".outputs-table")
+    expect(outputs.locator("tr", has_text="zones")).to_contain_text("list(string)")
+    expect(outputs.locator("tr", has_text="sizes")).to_contain_text("map(number)")
+    expect(outputs.locator("td[data-label='Type']", has_text="[")).to_have_count(0)  # no raw JSON
+
+    form = page.get_by_role("form", name="Compare two state versions")
+    form.get_by_label("From").select_option(str(oldest))
+    form.get_by_label("To").select_option(str(newest))
+    form.get_by_role("button", name="Compare").click()
+    diff = page.get_by_test_id("state-diff")
+    expect(diff.locator("[data-diff='added']")).to_contain_text("terraform_data.cache")
+    expect(diff.locator("[data-diff='changed']")).to_contain_text("terraform_data.app")
+    expect(diff.locator("[data-diff='removed']")).to_have_count(0)
+    expect(page.get_by_test_id("diff-summary")).to_have_text(
+        f"Serial {oldest} → {newest}: 1 added, 0 removed, 1 changed."
+    )
+    assert SECRET not in page.content()
+    ui.check_screen(page, f"{size}-stack-state-resources")
+    assert ui.close() == []

@@ -34,3 +34,20 @@ class DeliveryStatus(StrEnum):
     RETRYING = "retrying"
     DELIVERED = "delivered"
     FAILED = "failed"
+
+
+# What a drift run's planned action says happened outside Terraform: a drift plan plans the last
+# applied commit, so the code did not change and the plan undoes what changed in the real world
+# (Terraform's `resource_drift` tells the same from the other side: a changed object is an
+# "update", a vanished one a "delete").
+DRIFT_FINDINGS: dict[str, str] = {
+    "create": "Deleted outside Terraform",
+    "update": "Changed outside Terraform",
+    "replace": "Changed outside Terraform (to be replaced)",
+    "delete": "In the state, not in the code",
+}
+
+
+def drift_finding(action: str) -> str:
+    """The words for a drifted resource, by what a plan would do to bring it back."""
+    return DRIFT_FINDINGS.get(action, "Changed outside Terraform")

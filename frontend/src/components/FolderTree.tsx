@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState, type KeyboardEvent } from "react";
 import { Link, useNavigate } from "react-router";
+import { summaryParts } from "../data/stackSummary";
 import type { StackTreeItemFragment } from "../graphql/generated";
 import { StatusBadge, TimeAgo, TypeBadge } from "./ui";
 
@@ -125,8 +126,17 @@ export function FolderTree({ org, folders, rootStacks }: { org: string; folders:
               {stack.path && stack.path !== "." ? ` · ${stack.path}` : ""}
             </span>
           </span>
+          <span className="stack-summary" data-testid="stack-summary">
+            {summaryParts(stack.summary).map((part, at) => (
+              <span key={part.text} className={`tone-text-${part.tone}`}>
+                {at > 0 ? " · " : ""}
+                {part.text}
+              </span>
+            ))}
+          </span>
           {last ? (
             <span className="last-run" data-testid="last-run">
+              <span className="muted small">latest</span>
               <StatusBadge status={last.status} />
               <TypeBadge type={last.type} />
               <span className="muted small">

@@ -1,11 +1,12 @@
-import { useState } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useAuth } from "../auth";
 import { downloadFile } from "../download";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
+import { typeText } from "../data/terraformType";
 import { shortSha } from "../format";
-import { ForceUnlockDocument, StackStateDocument, type StackStateViewFragment } from "../graphql/generated";
+import { ForceUnlockDocument, StackStateDocument, StateDiffDocument, StateResourcesDocument, type StackStateViewFragment } from "../graphql/generated";
 import { StackHeader } from "./Stack";
 
 const OPTIONAL = ["outputs"] as const;
@@ -98,6 +99,8 @@ export function StackStatePage() {
           </div>
         )}
       </Card>
+      {state.serial !== null && <ResourcesCard org={org} slug={slug} unit={unit} />}
+      {state.versions.length > 1 && <DiffCard org={org} slug={slug} unit={unit} versions={state.versions} />}
       <Card title={`Versions${state.versions.length ? ` (${state.versions.length}${state.versions.length === 50 ? "+" : ""})` : ""}`}>
         {state.versions.length === 0 ? <Empty title="No versions." /> : <VersionTable org={org} slug={slug} unit={unit} versions={state.versions} />}
       </Card>
@@ -227,10 +230,145 @@ function VersionTable({ org, slug, unit, versions }: { org: string; slug: string
   );
 }
 
-function typeText(type: unknown): string {
-  return typeof type === "string" ? type : JSON.stringify(type);
-}
-
 function valueText(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+const RESOURCES_PAGE = 100;
+
+/** The current version's resources, a page at a time (a state may hold 10,000), found by part of a name. */
+function ResourcesCard({ org, slug, unit }: { org: string; slug: string; unit: string }) {
+  const [search, setSearch] = useState("");
+  const [draft, setDraft] = useState("");
+  const [offset, setOffset] = useState(0);
+  const { data, error, loading } = useApiQuery(StateResourcesDocument, { org, slug, unit, first: RESOURCES_PAGE, offset, search: search || null });
+  const page = data?.organization?.stack?.state.resources;
+  // Typing narrows the list once the typing pauses.
+  useEffect(() => {
+    const timer = window.setTimeout(() => {
+      setSearch(draft.trim());
+      setOffset(0);
+    }, 250);
+    return () => window.clearTimeout(timer);
+  }, [draft]);
+
+  const total = page?.totalCount ?? 0;
+  const last = Math.min(offset + RESOURCES_PAGE, total);
+  return (
+    <Card title={`Resources${page && !search ? ` (${total.toLocaleString()})` : ""}`}>
+      <div className="filters resource-filters">
+        <input type="search" aria-label="Find resources by address, type or provider" placeholder="Find by address, type or provider" value={draft} onChange={(e) => setDraft(e.target.value)} />
+        {page && (
+          <span className="small muted" role="status" data-testid="resources-range">
+            {total === 0 ? "No resources" : `${(offset + 1).toLocaleString()}–${last.toLocaleString()} of ${total.toLocaleString()}`}
+            {search && " matching"}
+          </span>
+        )}
+      </div>
+      <ErrorBox error={error} />
+      {!page && loading && <Loading what="the resources" />}
+      {page && page.nodes.length > 0 && (
+        <div className="table-box">
+          <table className="table responsive resources-table">
+            <thead>
+              <tr>
+                <th scope="col">Address</th>
+                <th scope="col">Type</th>
+                <th scope="col">Provider</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.nodes.map((r) => (
+                <tr key={r.address} data-address={r.address}>
+                  <td data-label="Address" className="mono wrap">{r.address}</td>
+                  <td data-label="Type" className="mono small">{r.type}</td>
+                  <td data-label="Provider" className="small wrap">{r.provider}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {total > RESOURCES_PAGE && (
+        <div className="pager">
+          <button className="btn small" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - RESOURCES_PAGE))}>
+            Previous
+          </button>
+          <button className="btn small" disabled={last >= total} onClick={() => setOffset(offset + RESOURCES_PAGE)}>
+            Next
+          </button>
+        </div>
+      )}
+    </Card>
+  );
+}
+
+/** What one version changed against another (by serial): resources added, removed and changed, never values. */
+function DiffCard({ org, slug, unit, versions }: { org: string; slug: string; unit: string; versions: Version[] }) {
+  const [chosen, setChosen] = useState({ from: versions[1].serial, to: versions[0].serial });
+  const [asked, setAsked] = useState<{ from: number; to: number } | null>(null);
+  const { data, error, loading } = useApiQuery(StateDiffDocument, { org, slug, unit, from: asked?.from ?? 0, to: asked?.to ?? 0 }, { pause: asked === null });
+  const diff = asked ? data?.organization?.stack?.state.diff : undefined;
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    setAsked(chosen);
+  }
+
+  const picker = (name: "from" | "to", label: string) => (
+    <label>
+      {label}
+      <select value={chosen[name]} onChange={(e) => setChosen({ ...chosen, [name]: Number(e.target.value) })}>
+        {versions.map((v) => (
+          <option key={v.serial} value={v.serial}>
+            Serial {v.serial}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+
+  return (
+    <Card title="Compare versions">
+      <form className="form-row diff-form" onSubmit={submit} aria-label="Compare two state versions">
+        {picker("from", "From")}
+        {picker("to", "To")}
+        <button className="btn primary" type="submit" disabled={chosen.from === chosen.to}>
+          Compare
+        </button>
+      </form>
+      <ErrorBox error={error} title="The versions were not compared." />
+      {asked && !diff && loading && <Loading what="the difference" />}
+      {diff && diff.fromSerial === asked?.from && diff.toSerial === asked?.to && (
+        <div className="state-diff" data-testid="state-diff">
+          <p className="small" data-testid="diff-summary">
+            Serial {diff.fromSerial} → {diff.toSerial}: {diff.addedCount} added, {diff.removedCount} removed, {diff.changedCount} changed.
+          </p>
+          {(
+            [
+              ["added", "Added", diff.added, diff.addedCount, "success"],
+              ["removed", "Removed", diff.removed, diff.removedCount, "danger"],
+              ["changed", "Changed", diff.changed, diff.changedCount, "warning"],
+            ] as const
+          ).map(([key, title, list, count, tone]) =>
+            count === 0 ? null : (
+              <section key={key} data-diff={key}>
+                <h3 className={`small tone-text-${tone}`}>
+                  {title} ({count})
+                </h3>
+                <ul className="diff-list">
+                  {list.map((r) => (
+                    <li key={r.address} className="mono wrap">
+                      {r.address}
+                    </li>
+                  ))}
+                  {count > list.length && <li className="muted small">and {count - list.length} more</li>}
+                </ul>
+              </section>
+            ),
+          )}
+        </div>
+      )}
+    </Card>
+  );
 }

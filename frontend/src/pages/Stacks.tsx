@@ -1,19 +1,56 @@
 import { useMemo, useState, type FormEvent } from "react";
-import { useNavigate, useParams } from "react-router";
+import { useNavigate, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { FolderTree, type FolderNode } from "../components/FolderTree";
 import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
+import { hasStatus, STACK_STATUSES, type StackStatusKey } from "../data/stackSummary";
 import {
   CreateFolderDocument,
   CreateStackDocument,
   StackTreeDocument,
+  type StackTreeItemFragment,
   type StackTreeQuery,
 } from "../graphql/generated";
 
+type Folders = NonNullable<StackTreeQuery["organization"]>["folders"];
+const TRIGGERS = [
+  { key: "MANUAL", label: "Manual only" },
+  { key: "PLAN", label: "A push plans" },
+  { key: "APPLY", label: "A push applies" },
+] as const;
+/** The folder filter's value for the stacks in no folder. */
+const TOP_LEVEL = "/";
+
+/** The list's search and filters, as the address keeps them (?q=net&status=drifted&folder=prod&trigger=apply). */
+type StackFilters = { q: string; status: string; folder: string; trigger: string };
+const FILTER_NAMES = ["q", "status", "folder", "trigger"] as const;
+
+function readFilters(params: URLSearchParams): StackFilters {
+  return { q: params.get("q") ?? "", status: params.get("status") ?? "", folder: params.get("folder") ?? "", trigger: params.get("trigger") ?? "" };
+}
+
+/** Whether a stack in `folder` (null: none) passes the filters. */
+function matches(stack: StackTreeItemFragment, folder: string | null, filters: StackFilters): boolean {
+  const q = filters.q.trim().toLowerCase();
+  if (q && !stack.slug.toLowerCase().includes(q) && !stack.name.toLowerCase().includes(q)) return false;
+  if (filters.status && !hasStatus(stack.summary, filters.status as StackStatusKey)) return false;
+  if (filters.trigger && stack.trigger !== filters.trigger.toUpperCase()) return false;
+  if (filters.folder === TOP_LEVEL) return folder === null;
+  if (filters.folder && !(folder === filters.folder || folder?.startsWith(`${filters.folder}/`))) return false;
+  return true;
+}
+
+/** Folders whose stacks (here or below) pass the filters, each with only those stacks. */
+function prune(nodes: FolderNode[]): FolderNode[] {
+  return nodes
+    .map((node) => ({ ...node, children: prune(node.children) }))
+    .filter((node) => node.stacks.length > 0 || node.children.length > 0);
+}
+
 
 /** Folders come as a flat list of paths: nest them by path. */
-export function buildTree(folders: NonNullable<StackTreeQuery["organization"]>["folders"]): FolderNode[] {
+export function buildTree(folders: Folders): FolderNode[] {
   const nodes = new Map<string, FolderNode>();
   const sorted = [...folders].sort((a, b) => a.path.localeCompare(b.path));
   for (const folder of sorted) nodes.set(folder.path, { path: folder.path, name: folder.name, stacks: folder.stacks, children: [] });
@@ -30,8 +67,28 @@ export function StacksPage() {
   const { version } = useActiveRuns();
   const { data, error, loading } = useApiQuery(StackTreeDocument, { org }, { refreshKey: version });
   const [creating, setCreating] = useState<"folder" | "stack" | null>(null);
-  const tree = useMemo(() => buildTree(data?.organization?.folders ?? []), [data]);
+  const [params, setParams] = useSearchParams();
+  const filters = readFilters(params);
+  const filtering = FILTER_NAMES.some((name) => filters[name]);
   const organization = data?.organization;
+  const { tree, rootStacks, shown, total } = useMemo(() => {
+    const folders = organization?.folders ?? [];
+    const roots = organization?.rootStacks ?? [];
+    const total = roots.length + folders.reduce((n, f) => n + f.stacks.length, 0);
+    if (!filtering) return { tree: buildTree(folders), rootStacks: roots, shown: total, total };
+    const kept = folders.map((f) => ({ ...f, stacks: f.stacks.filter((s) => matches(s, f.path, filters)) }));
+    const keptRoots = roots.filter((s) => matches(s, null, filters));
+    const shown = keptRoots.length + kept.reduce((n, f) => n + f.stacks.length, 0);
+    return { tree: prune(buildTree(kept)), rootStacks: keptRoots, shown, total };
+    // `filters` is read from `params` each render: the address is what changes.
+  }, [organization, filtering, params]);
+  const setFilter = (name: keyof StackFilters, value: string) => {
+    // From the address as it is now (see Stack.tsx's history filters): two quick changes both stay.
+    const next = new URLSearchParams(window.location.search);
+    if (value) next.set(name, value);
+    else next.delete(name);
+    setParams(next, { replace: true });
+  };
   usePageTitle("Stacks", org);
 
   return (
@@ -56,14 +113,72 @@ export function StacksPage() {
       )}
       <ErrorBox error={error} />
       {!data && loading && <Loading what="stacks" />}
+      {organization && (total > 0 || filtering) && (
+        <StackFiltersBar filters={filters} folders={organization.folders.map((f) => f.path)} onChange={setFilter} shown={filtering ? shown : null} total={total} />
+      )}
       {organization && (
         <Card className="tree-card">
-          {tree.length === 0 && organization.rootStacks.length === 0 ? (
-            <Empty title="No stacks yet.">Create a folder to group stacks, or a stack from a Git repository.</Empty>
+          {tree.length === 0 && rootStacks.length === 0 ? (
+            filtering ? (
+              <Empty title="No stack matches these filters.">Clear a filter or the search to see more stacks.</Empty>
+            ) : (
+              <Empty title="No stacks yet.">Create a folder to group stacks, or a stack from a Git repository.</Empty>
+            )
           ) : (
-            <FolderTree org={org} folders={tree} rootStacks={organization.rootStacks} />
+            <FolderTree org={org} folders={tree} rootStacks={rootStacks} />
           )}
         </Card>
+      )}
+    </div>
+  );
+}
+
+function StackFiltersBar({
+  filters,
+  folders,
+  onChange,
+  shown,
+  total,
+}: {
+  filters: StackFilters;
+  folders: string[];
+  onChange: (name: keyof StackFilters, value: string) => void;
+  /** How many stacks pass, while filtering. */
+  shown: number | null;
+  total: number;
+}) {
+  return (
+    <div className="filters stack-filters" role="search" aria-label="Find stacks">
+      <input type="search" aria-label="Search stacks by name" placeholder="Search by name" value={filters.q} onChange={(e) => onChange("q", e.target.value)} />
+      <select aria-label="Filter stacks by status" value={filters.status} onChange={(e) => onChange("status", e.target.value)}>
+        <option value="">Any status</option>
+        {STACK_STATUSES.map((s) => (
+          <option key={s.key} value={s.key}>
+            {s.label}
+          </option>
+        ))}
+      </select>
+      <select aria-label="Filter stacks by folder" value={filters.folder} onChange={(e) => onChange("folder", e.target.value)}>
+        <option value="">Any folder</option>
+        <option value={TOP_LEVEL}>In no folder</option>
+        {[...folders].sort().map((path) => (
+          <option key={path} value={path}>
+            {path}
+          </option>
+        ))}
+      </select>
+      <select aria-label="Filter stacks by trigger" value={filters.trigger} onChange={(e) => onChange("trigger", e.target.value)}>
+        <option value="">Any trigger</option>
+        {TRIGGERS.map((t) => (
+          <option key={t.key} value={t.key.toLowerCase()}>
+            {t.label}
+          </option>
+        ))}
+      </select>
+      {shown !== null && (
+        <span className="small muted" role="status" data-testid="stack-matches">
+          {shown.toLocaleString()} of {total.toLocaleString()} {total === 1 ? "stack" : "stacks"}
+        </span>
       )}
     </div>
   );

@@ -23,6 +23,7 @@ from firstlume.services.reads import changes as change_reads
 from firstlume.services.reads import runs as run_reads
 from firstlume.services.reads import settings as setting_reads
 from firstlume.services.reads import state as state_reads
+from firstlume.services.reads import summaries as summary_reads
 from firstlume.services.reads.catalog import FolderRecord, StackRecord
 from firstlume.services.reads.changes import ChangeFilter, ChangePage, ChangePageKey, Facets
 from firstlume.services.reads.runs import RunFilter, RunPageKey, RunRecord, StepRecord
@@ -34,7 +35,7 @@ VOLATILE = (
     "org_folders", "org_stacks", "subfolders", "folder_stacks", "queue_position", "lock_holder", "stack_runs",
     "stack_run_count", "active_runs", "change_page", "change_counts", "change_facets", "change_states",
     "effective_settings",
-    "variables", "state_heads",
+    "variables", "state_heads", "stack_summary",
 )  # fmt: skip
 V = TypeVar("V")
 
@@ -162,6 +163,10 @@ class Loaders:
     @cached_property
     def state_heads(self) -> DataLoader[str, list[StateHeadRecord]]:
         return self._loader(state_reads.heads_of_stacks)
+
+    @cached_property
+    def stack_summary(self) -> DataLoader[str, summary_reads.StackSummary]:
+        return self._loader(summary_reads.stack_summaries)
 
     async def steps_of_page(self, key: RunPageKey, runs: Sequence[RunRecord]) -> None:
         """Loads the steps of a page's runs; asked again for the same page (the 100 copies of one

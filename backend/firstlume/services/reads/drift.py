@@ -37,12 +37,15 @@ class DriftedResource:
 
 @dataclass(frozen=True, slots=True)
 class StackDrift:
+    stack_id: str
     stack_slug: str
     stack_name: str
     status: DriftStatus
     since: datetime | None
     last_run: RunRecord | None
     drifted: list[DriftedResource]
+    # How many resources drifted in all (`drifted` names the first MAX_ADDRESSES).
+    drifted_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,18 @@ async def drifted_resources(
     for run_id, address, action in rows:
         found[run_id].append(DriftedResource(address, action))
     return found
+
+
+async def drifted_counts(session: AsyncSession, run_ids: Sequence[str]) -> dict[str, int]:
+    """How many resources each drifted run found drifted, in one statement."""
+    if not run_ids:
+        return {}
+    rows = await session.execute(
+        select(ResourceChange.run_id, func.count())
+        .where(ResourceChange.run_id.in_(run_ids))
+        .group_by(ResourceChange.run_id)
+    )
+    return {run_id: int(count) for run_id, count in rows}
 
 
 SelectT = TypeVar("SelectT", bound="Select[*tuple[Any, ...]]")
@@ -124,17 +139,19 @@ async def overview(session: AsyncSession, org_id: str) -> list[StackDrift]:
         )
     )
     since = {stack_id: at for stack_id, at in since_rows}
-    addresses = await drifted_resources(
-        session, [r.id for r in latest_runs.values() if r.status == RunStatus.DRIFTED]
-    )
+    drifted_ids = [r.id for r in latest_runs.values() if r.status == RunStatus.DRIFTED]
+    addresses = await drifted_resources(session, drifted_ids)
+    counts = await drifted_counts(session, drifted_ids)
     return [
         StackDrift(
+            stack_id=stack_id,
             stack_slug=slug,
             stack_name=name,
             status=outcome(latest_runs.get(stack_id)),
             since=since.get(stack_id),
             last_run=latest_runs.get(stack_id),
             drifted=addresses.get(latest_runs[stack_id].id, []) if stack_id in latest_runs else [],
+            drifted_count=counts.get(latest_runs[stack_id].id, 0) if stack_id in latest_runs else 0,
         )
         for stack_id, slug, name in stacks
     ]

@@ -35,6 +35,7 @@ from firstlume.api.graphql.types.pull_requests import GitHost, PullRequest
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
+from firstlume.api.graphql.types.summaries import StackSummary, summary_of
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
@@ -466,6 +467,12 @@ class Stack:
                 has_next_page=len(rows) > first, end_cursor=str(page[-1].number) if page else None
             ),
         )
+
+    @strawberry.field(
+        description="Where the stack stands: its last apply, what awaits people, its drift (the stacks list)."
+    )
+    async def summary(self) -> StackSummary:
+        return await summary_of(self.loaders, self.row.id)
 
     @strawberry.field
     def settings(self) -> Settings:

@@ -18,6 +18,7 @@ from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.pacing import paced
 from firstlume.api.graphql.types.pagination import PageInfo
 from firstlume.domain.changes import GROUPS, Summary
+from firstlume.domain.drift import drift_finding
 from firstlume.services.reads.changes import ChangePage, ChangePageKey, ChangeRecord, OutputChangeRecord
 
 TITLES = dict(GROUPS)
@@ -167,6 +168,8 @@ class Changes:
     key: Private[ChangePageKey]
     loaders: Private[Loaders]
     summary: ChangeSummary = strawberry.field(description="Every change of the run, whatever the filters.")
+    # A drift run's groups say what drifted ("Deleted outside Terraform"), not what a plan does.
+    drift: Private[bool] = False
 
     async def read_page(self) -> ChangePage:
         return await self.loaders.change_page.load(self.key)
@@ -201,7 +204,7 @@ class Changes:
         return [
             ChangeGroup(
                 action=ChangeAction(action),
-                title=title,
+                title=drift_finding(action) if self.drift else title,
                 count=counts[action],
                 total=getattr(totals, action),
                 of=self,
@@ -229,7 +232,10 @@ class Changes:
 @strawberry.type
 class ChangeGroup:
     action: ChangeAction
-    title: str = strawberry.field(description='"Will be deleted", "Will be replaced", …')
+    title: str = strawberry.field(
+        description='"Will be deleted", "Will be replaced", …; a drift run\'s say what drifted: '
+        '"Deleted outside Terraform", "Changed outside Terraform", …'
+    )
     count: int = strawberry.field(description="How many of the group's changes match the filters.")
     total: int = strawberry.field(description="How many changes the group holds, whatever the filters.")
     of: Private[Changes]

@@ -4,6 +4,7 @@ their attempts). Read through the read layer in the operation's read session."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry import Private
@@ -12,9 +13,13 @@ from firstlume.api.graphql.enums import DeliveryStatus, DriftStatus
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types.pagination import check_first
 from firstlume.api.graphql.types.runs import Run
+from firstlume.domain.drift import drift_finding
 from firstlume.services.reads import drift as drift_reads
 from firstlume.services.reads import notifications as notification_reads
 from firstlume.services.reads.notifications import DeliveryRecord, DestinationRecord
+
+if TYPE_CHECKING:
+    from firstlume.api.graphql.types.catalog import Stack
 
 MAX_DELIVERIES = 100
 
@@ -23,20 +28,41 @@ MAX_DELIVERIES = 100
 class DriftedResource:
     address: str
     action: str = strawberry.field(description="What a plan would do to bring it back: create, update, …")
+    finding: str = strawberry.field(
+        description='What drifted, in words: "Changed outside Terraform", "Deleted outside Terraform", …'
+    )
 
 
 def _resources(found: list[drift_reads.DriftedResource]) -> list[DriftedResource]:
-    return [DriftedResource(address=r.address, action=r.action) for r in found]
+    return [
+        DriftedResource(address=r.address, action=r.action, finding=drift_finding(r.action)) for r in found
+    ]
 
 
 @strawberry.type(description="One stack's line of the drift overview.")
 class StackDrift:
+    stack_id: Private[str]
+    loaders: Private[Loaders]
     stack_slug: str
     stack_name: str
     status: DriftStatus
     since: datetime | None = strawberry.field(description="When the stack entered this status.")
     last_run: Run | None
     drifted: list[DriftedResource]
+    drifted_count: int = strawberry.field(
+        description="How many resources drifted in all (`drifted` names the first 200)."
+    )
+
+    @strawberry.field(
+        description="The stack: its effective drift schedule, the caller's role on it, …",
+        graphql_type=Annotated["Stack", strawberry.lazy("firstlume.api.graphql.types.catalog")],
+    )
+    async def stack(self) -> Stack:
+        from firstlume.api.graphql.types.catalog import Stack  # the catalog imports this module
+
+        row = await self.loaders.stack.load(self.stack_id)
+        assert row is not None  # the overview lists live stacks only
+        return Stack(row=row, loaders=self.loaders)
 
 
 @strawberry.type(description="A drift run of a stack and what it found.")
@@ -51,12 +77,15 @@ async def overview(loaders: Loaders, org_id: str) -> list[StackDrift]:
         lines = await drift_reads.overview(session, org_id)
     return [
         StackDrift(
+            stack_id=line.stack_id,
+            loaders=loaders,
             stack_slug=line.stack_slug,
             stack_name=line.stack_name,
             status=line.status,
             since=line.since,
             last_run=Run(row=line.last_run, loaders=loaders) if line.last_run else None,
             drifted=_resources(line.drifted),
+            drifted_count=line.drifted_count,
         )
         for line in lines
     ]

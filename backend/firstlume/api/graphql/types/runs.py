@@ -506,6 +506,7 @@ class Run:
             key=ChangePageKey(self.row.id, first, cursor, change_filter),
             loaders=self.loaders,
             summary=ChangeSummary.of(summary_of(self.row)),
+            drift=self.row.type == RunType.DRIFT,
         )
 
     @strawberry.field(description="The log (or one step's) from a run-level character offset.")
