@@ -35,6 +35,7 @@ from firstlume.api.graphql.types.pull_requests import GitHost, PullRequest
 from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
+from firstlume.api.graphql.types.viewer_can import ViewerPermissions, viewer_can
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
@@ -131,6 +132,13 @@ class Organization:
     @strawberry.field(description="The caller's role here: reader, operator or admin.")
     async def viewer_role(self, info: strawberry.Info) -> str | None:
         return await role_of(self.loaders.reads, self.row.id, info.context.require_actor())
+
+    @strawberry.field(
+        description="What the caller may do in the organization (its organization role; folder grants "
+        "raise it on a folder's or stack's own viewerCan)."
+    )
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        return await viewer_can(self.loaders, self.row.id, None, info)
 
     @strawberry.field(
         description="The mapping of the identity provider's groups, applied at each sign-in (admins)."
@@ -319,6 +327,10 @@ class Folder:
             row.created_at,
         )
 
+    @strawberry.field(description="What the caller may do on this folder and the stacks directly in it.")
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        return await viewer_can(self.loaders, self.row.org_id, self.row.path, info)
+
     @strawberry.field
     async def parent(self) -> Folder | None:
         if self.row.parent_id is None:
@@ -409,6 +421,11 @@ class Stack:
             )
         folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
         return folder_grants.role_on(await caller, folder.path if folder else None)
+
+    @strawberry.field(description="What the caller may do on this stack (folder grants included).")
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
+        return await viewer_can(self.loaders, self.row.org_id, folder.path if folder else None, info)
 
     @strawberry.field
     async def folder(self) -> Folder | None:
