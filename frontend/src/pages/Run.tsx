@@ -168,7 +168,7 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
           <StatusBadge status={run.status} />
         </span>
         <span className="spacer" />
-        {run.cancelable && (
+        {run.cancelable && run.stack.viewerCan.cancelRun && (
           <button className="btn" onClick={() => void cancel()} disabled={busy} title="Only queued runs can be canceled">
             Cancel run
           </button>
@@ -357,6 +357,7 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
             destructive={destructive}
             ticked={ticked}
             onTicked={setTicked}
+            disabled={!run.approval.viewerCanApprove}
             origin={originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
           />
         )}
@@ -435,11 +436,14 @@ function ConfirmList({
   ticked,
   onTicked,
   origin,
+  disabled,
 }: {
   destructive: DestructiveChange[];
   ticked: Set<string>;
   onTicked: (ticked: Set<string>) => void;
   origin: string;
+  /** The viewer may not approve: the ticks are shown, not offered. */
+  disabled: boolean;
 }) {
   const [asking, setAsking] = useState(false);
   const missing = destructive.filter((d) => !ticked.has(d.address)).length;
@@ -454,7 +458,7 @@ function ConfirmList({
           {destructive.length - missing} of {destructive.length} confirmed
         </span>
       </p>
-      <div className="tick-all" data-testid="tick-all">
+      <div className="tick-all" data-testid="tick-all" hidden={disabled}>
         {asking ? (
           <div className="tick-all-confirm" role="alertdialog" aria-labelledby="tick-all-question">
             <span id="tick-all-question">
@@ -493,6 +497,7 @@ function ConfirmList({
             <label className={ticked.has(d.address) ? "ticked" : ""}>
               <input
                 type="checkbox"
+                disabled={disabled}
                 checked={ticked.has(d.address)}
                 onChange={(e) => {
                   const next = new Set(ticked);
