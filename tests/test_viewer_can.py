@@ -41,6 +41,8 @@ ATTEMPTS: dict[str, str] = {
     "manage_policies": 'mutation { r: updatePolicy(org: "acme", name: "nope") { __typename } }',
     "set_folder_grants": 'mutation { r: setFolderGrants(org: "acme", path: "nope", grants: []) { __typename } }',
     "set_stack_dependencies": 'mutation { r: setStackDependencies(org: "acme", stack: "nope", dependsOn: []) { __typename } }',
+    # Really rotates the organization's webhook secret: nothing here relies on it.
+    "rotate_webhook_secret": 'mutation { r: rotateWebhookSecret(org: "acme") { __typename } }',
     "read_state": '{ organization(slug: "acme") { stack(slug: "{stack}") { state { outputs { name } } } } }',
     "read_audit": '{ organization(slug: "acme") { audit(first: 1) { nodes { action } } } }',
 }

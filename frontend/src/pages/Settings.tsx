@@ -266,7 +266,7 @@ function SettingsCard({ org, level, settings, may }: { org: string; level: Level
       : `It applies, from their next plan, to ${changed.map((k) => `${SNAKE[k as keyof Draft]}: ${plural(reach(k as keyof Draft), "stack")}`).join("; ")}${where}.`;
 
   return (
-    <Card title="Approval rules">
+    <Card title="Approval rules" className="approval-rules">
       <div className="settings">
         {SETTINGS.map((s) => {
           const explicit = settings.explicit[s.key];
@@ -381,7 +381,7 @@ function SettingsCard({ org, level, settings, may }: { org: string; level: Level
         </>
       ) : (
         <p className="muted small pad" data-testid="settings-readonly">
-          Only admins can change these rules.
+          Only admins can change these rules (<Link to={`/orgs/${org}/members`}>who they are</Link>).
         </p>
       )}
       <ErrorBox error={error} title="The approval rules were not saved." />
@@ -568,7 +568,7 @@ function VariablesCard({
       </form>
       ) : (
         <p className="muted small pad" data-testid="variables-readonly">
-          Only admins can set variables.
+          Only admins can set variables (<Link to={`/orgs/${org}/members`}>who they are</Link>).
         </p>
       )}
       <ErrorBox error={error} />

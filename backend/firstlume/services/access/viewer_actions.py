@@ -37,6 +37,7 @@ ACTIONS: dict[str, str] = {
     "manage_policies": "Mutation.updatePolicy",
     "set_folder_grants": "Mutation.setFolderGrants",
     "set_stack_dependencies": "Mutation.setStackDependencies",
+    "rotate_webhook_secret": "Mutation.rotateWebhookSecret",
     "read_state": "StackState.outputs",
     "read_audit": "Organization.audit",
 }

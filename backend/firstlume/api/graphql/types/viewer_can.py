@@ -42,6 +42,7 @@ class ViewerPermissions:
     manage_policies: bool
     set_folder_grants: bool
     set_stack_dependencies: bool
+    rotate_webhook_secret: bool
     read_state: bool
     read_audit: bool
 
