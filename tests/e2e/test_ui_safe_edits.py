@@ -12,6 +12,7 @@ Pinned to SQLite like the other browser tests."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 from test_ui_access import cli_token
 
-from conftest import LiveServer, Tenant
+from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_live_server
 from support.e2e import Api, make_stack_repo
 from support.terraform import requires_terraform
 
@@ -30,6 +31,17 @@ pytest_plugins = ["support.browser"]
 pytestmark = [requires_terraform, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 MAIN = 'resource "terraform_data" "a" { input = "a" }\n'
+
+
+@pytest.fixture
+def server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[LiveServer]:
+    # The notification destination edited below is this server itself: a loopback address.
+    env = settings_env(database_url, tmp_path / "data", FIRSTLUME_ALLOW_PRIVATE_WEBHOOKS="true")
+    live = start_live_server(env, tmp_path / "server.log")
+    yield live
+    stop_live_server(live)
+
+
 TWO = MAIN + 'resource "terraform_data" "b" { input = "b" }\n'
 
 
@@ -191,9 +203,9 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
     page = ui.open()
     ui.sign_in(page, tenant.token, "/orgs/acme/stacks/web/settings")
     source = page.get_by_role("form", name="Repository, branch and path")
-    source.get_by_label("Repository").fill(other.url)
+    source.get_by_label(re.compile("^Repository")).fill(other.url)
     source.get_by_label("Branch").fill("release")
-    source.get_by_label("Path").fill("infra/live")
+    source.get_by_label(re.compile("^Path")).fill("infra/live")
     source.get_by_role("button", name="Save repository, branch and path").click()
     expect(source.get_by_test_id("saved")).to_have_text("✓ Saved")
     ui.check_screen(page, "desktop-stack-source-saved")
@@ -213,6 +225,18 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
     saved = api.http.get(f"{api.o}/notifications/{destination}").json()
     assert (saved["name"], saved["url"]) == ("ops-eu", f"{server.url}/hooks/two")
     assert set(saved["events"]) == {"run.failed", "run.applied"}
+
+    # The same forms on a phone: they fit, and pass axe-core.
+    phone = ui.open(ui.sizes["phone"])
+    ui.sign_in(phone, tenant.token, "/orgs/acme/stacks/web/settings")
+    expect(
+        phone.get_by_role("form", name="Repository, branch and path").get_by_label("Branch")
+    ).to_have_value("release")
+    ui.check_screen(phone, "phone-stack-source")
+    phone.goto("/orgs/acme/notifications")
+    phone.locator(".destination").get_by_role("button", name="Edit").click()
+    expect(phone.get_by_role("form", name="Edit ops-eu").get_by_label("Name")).to_have_value("ops-eu")
+    ui.check_screen(phone, "phone-notification-edit")
 
     page.goto("/orgs/acme/members")
     row = page.locator('[data-member="rita@example.com"]')

@@ -114,7 +114,9 @@ function MemberRow({ org, member, admin, onChanged }: { org: string; member: Mem
   const [asking, setAsking] = useState(false);
   const [saved, setSaved] = useState(false);
   const newGroups = groupsOf(groups);
-  const changed = role !== member.role || newGroups.join(",") !== member.groups.join(",");
+  // Groups are a set: the server keeps them sorted.
+  const sameGroups = [...new Set(newGroups)].sort().join(",") === [...member.groups].sort().join(",");
+  const changed = role !== member.role || !sameGroups;
   const edit = (next: () => void) => {
     setSaved(false);
     setAsking(false);
@@ -125,6 +127,7 @@ function MemberRow({ org, member, admin, onChanged }: { org: string; member: Mem
       const { setMember } = await mutate(SetMemberDocument, { org, email: member.email, role, groups: newGroups });
       setAsking(false);
       if (setMember.__typename !== "Member") return setMember.message;
+      setGroups(setMember.groups.join(", "));
       setSaved(true);
       await onChanged();
     });
@@ -136,7 +139,7 @@ function MemberRow({ org, member, admin, onChanged }: { org: string; member: Mem
     });
   const what = [
     role !== member.role ? `role from ${member.role} to ${role} (${ROLE_GAINS[role]})` : "",
-    newGroups.join(",") !== member.groups.join(",") ? `groups to ${newGroups.length ? newGroups.join(", ") : "none"}` : "",
+    !sameGroups ? `groups to ${newGroups.length ? newGroups.join(", ") : "none"}` : "",
   ]
     .filter(Boolean)
     .join(" and ");
