@@ -111,13 +111,23 @@ def test_members_tokens_and_approver_settings_pages(
     page = ui.open()
     ui.sign_in(page, tenant.token, "/orgs/acme/members")
     members = page.get_by_test_id("members")
-    expect(members.locator('[data-member="ada@example.com"]')).to_contain_text("none")
+    expect(page.get_by_label("Groups of ada@example.com")).to_have_value("")
     page.get_by_label("Email", exact=True).fill("sam@example.com")
     page.get_by_label("Role", exact=True).select_option("operator")
-    page.get_by_label("Groups").fill("sre, dba")
+    page.get_by_label("Groups", exact=True).fill("sre, dba")
     page.get_by_role("button", name="Save member").click()
-    expect(members.locator('[data-member="sam@example.com"]')).to_contain_text("dba, sre")
+    expect(page.get_by_label("Groups of sam@example.com")).to_have_value("dba, sre")
+    # A role change is picked, then saved after a confirmation that says what changes.
+    rita = members.locator('[data-member="rita@example.com"]')
     page.get_by_label("Role of rita@example.com").select_option("operator")
+    assert {m["email"]: m["role"] for m in api.http.get(f"{api.o}/members").json()["members"]}[
+        "rita@example.com"
+    ] == "reader"  # nothing saved on the pick
+    rita.get_by_role("button", name="Save").click()
+    confirm = rita.get_by_test_id("confirm-change")
+    expect(confirm).to_contain_text("role from reader to operator")
+    confirm.get_by_role("button", name="Save").click()
+    expect(rita.get_by_test_id("saved")).to_have_text("✓ Saved")
     expect(page.get_by_label("Role of rita@example.com")).to_have_value("operator")
     assert {m["email"]: m["role"] for m in api.http.get(f"{api.o}/members").json()["members"]}[
         "rita@example.com"
@@ -151,6 +161,10 @@ def test_members_tokens_and_approver_settings_pages(
     ui.check_screen(phone, "phone-tokens")
     assert api.http.get(f"{api.o}/stacks", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     page.get_by_role("button", name="Revoke ci").click()
+    revoking = page.get_by_test_id("confirm-delete")
+    expect(revoking.get_by_role("button", name="Revoke the token")).to_be_disabled()
+    revoking.get_by_label("Type ci to confirm").fill("ci")
+    revoking.get_by_role("button", name="Revoke the token").click()
     expect(page.locator('[data-token="ci"]')).to_have_count(0)
     assert api.http.get(f"{api.o}/stacks", headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
@@ -160,10 +174,12 @@ def test_members_tokens_and_approver_settings_pages(
     approvers = page.locator('[data-setting="approvers"]')
     expect(approvers.get_by_test_id("effective")).to_contain_text("any operator or admin")
     approvers.get_by_label("approvers").fill("group:sre, user:ada@example.com")
-    approvers.get_by_role("button", name="Save").click()
+    page.locator('[data-setting="forbid_self_approval"]').get_by_role("radio", name="On").click()
+    page.get_by_role("button", name="Save approval rules").click()
+    page.get_by_test_id("confirm-change").get_by_role("button", name="Save").click()
+    expect(page.locator(".approval-rules").get_by_test_id("saved")).to_have_text("✓ Saved")
     expect(approvers.get_by_test_id("effective")).to_contain_text("group:sre, user:ada@example.com")
     expect(approvers.get_by_test_id("effective")).to_contain_text("set on the organization")
-    page.locator('[data-setting="forbid_self_approval"]').get_by_role("radio", name="On").click()
     expect(page.locator('[data-setting="forbid_self_approval"]').get_by_test_id("effective")).to_contain_text(
         "on"
     )

@@ -60,6 +60,7 @@ def test_a_stack_and_a_folder_are_renamed_moved_and_deleted_in_the_ui(
     page.wait_for_load_state("networkidle")
     expect(page.get_by_role("heading", level=1)).to_contain_text("old-prod")
     page.get_by_role("button", name="Delete folder…").click()
+    page.get_by_label("to confirm").fill("old-prod")
     page.get_by_role("button", name="Delete the folder").click()
     expect(page).to_have_url(f"{server.url}/orgs/{tenant.org}/stacks")
     expect(page.locator('[data-folder="old-prod"]')).to_have_count(0)
@@ -67,11 +68,15 @@ def test_a_stack_and_a_folder_are_renamed_moved_and_deleted_in_the_ui(
     # A folder that holds a stack is refused in words.
     page.goto(f"/orgs/{tenant.org}/folders/platform/core")
     page.get_by_role("button", name="Delete folder…").click()
+    page.get_by_label("to confirm").fill("platform/core")
     page.get_by_role("button", name="Delete the folder").click()
     expect(page.get_by_role("alert")).to_contain_text("is not empty: it holds stack network")
 
     page.goto(f"/orgs/{tenant.org}/stacks/network/settings")
     page.get_by_role("button", name="Delete stack…").click()
+    # Undo-free: the button waits for the stack's slug to be typed.
+    expect(page.get_by_role("button", name="Delete the stack")).to_be_disabled()
+    page.get_by_label("to confirm").fill("network")
     page.get_by_role("button", name="Delete the stack").click()
     expect(page).to_have_url(f"{server.url}/orgs/{tenant.org}/stacks")
     expect(page.locator('[data-stack="network"]')).to_have_count(0)

@@ -87,6 +87,13 @@ def test_trigger_run_origin_and_git_deliveries_pages(
     ui.check_screen(page, f"{size}-stack-trigger")
     if size == "desktop":
         picker.select_option("APPLY")
+        assert api.http.get(f"{api.o}/stacks/net").json()["trigger"] == "plan"  # not on the pick
+        page.get_by_role("button", name="Save", exact=True).click()
+        confirm = page.get_by_test_id("confirm-change")
+        expect(confirm).to_contain_text("a commit on main that touches this stack starts: apply")
+        ui.check_screen(page, f"{size}-stack-trigger-confirm")
+        confirm.get_by_role("button", name="Save").click()
+        expect(page.get_by_test_id("saved")).to_have_text("✓ Saved")
         wait_until(
             lambda: api.http.get(f"{api.o}/stacks/net").json()["trigger"] == "apply",
             10,

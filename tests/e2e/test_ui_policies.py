@@ -78,7 +78,8 @@ def test_policies_page_shows_compile_errors_in_place_and_tests_against_a_past_ru
     page.goto(f"{server.url}/orgs/acme/settings")
     setting = page.locator("[data-setting=policies]")
     setting.get_by_label("policies").fill("protect")
-    setting.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save approval rules").click()
+    page.get_by_test_id("confirm-change").get_by_role("button", name="Save").click()
     expect(setting.get_by_test_id("effective")).to_contain_text("Effective here: protect")
     page.goto(f"{server.url}/orgs/acme/stacks/web/settings")
     expect(page.locator("[data-setting=policies]").get_by_test_id("effective")).to_contain_text(

@@ -115,7 +115,9 @@ def test_sign_in_with_the_provider_follows_the_directory_and_viewer_role_disable
     other.goto("/orgs/acme/stacks/vpc")
     expect(other.get_by_role("button", name="Plan", exact=True)).to_be_enabled()
     other.goto("/orgs/acme/stacks/web")
-    expect(other.get_by_role("button", name="Plan", exact=True)).to_be_disabled()
+    # A reader here: no Plan button at all (the server's viewerCan says so), and why.
+    expect(other.get_by_test_id("cannot-start")).to_be_visible()
+    expect(other.get_by_role("button", name="Plan", exact=True)).to_have_count(0)
     ui.screenshot(other, "sso-viewer-role")
 
     # mo: mapped to nothing, no member of any organization.

@@ -34,6 +34,13 @@ def setting(page: Page, name: str):
     return page.locator(f'[data-setting="{name}"]')
 
 
+def save_rules(page: Page) -> None:
+    """Save the approval rules picked, through the confirmation."""
+    page.get_by_role("button", name="Save approval rules").click()
+    page.get_by_test_id("confirm-change").get_by_role("button", name="Save").click()
+    expect(page.locator(".approval-rules").get_by_test_id("saved")).to_have_text("✓ Saved")
+
+
 def test_folders_and_stacks_are_created_in_the_tree_and_show_their_last_run(
     ui: UI, server: LiveServer, tenant: Tenant, tmp_path: Path
 ) -> None:
@@ -133,6 +140,7 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     confirm = setting(page, "confirm_destructive")
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off inherited from default")
     confirm.get_by_role("radio", name="On").click()
+    save_rules(page)
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on set on the organization")
     ui.screenshot(page, "org-settings")
 
@@ -141,6 +149,7 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     confirm = setting(page, "confirm_destructive")
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on inherited from organization")
     approval.get_by_role("radio", name="Off").click()
+    save_rules(page)
     expect(approval.get_by_test_id("effective")).to_have_text("Effective here: off set on this folder")
 
     page.goto(f"/orgs/{tenant.org}/stacks/db/settings")
@@ -151,8 +160,10 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     )
     expect(approval.get_by_role("radio", name="Inherit")).to_have_attribute("aria-checked", "true")
     confirm.get_by_role("radio", name="Off").click()
+    save_rules(page)
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: off set on this stack")
     confirm.get_by_role("radio", name="Inherit").click()
+    save_rules(page)
     expect(confirm.get_by_test_id("effective")).to_have_text("Effective here: on inherited from organization")
 
     # Variables: a sensitive value is write-only; the inherited ones show where they come from.
@@ -181,6 +192,7 @@ def test_settings_show_the_inherited_value_and_its_origin_and_can_be_set_and_cle
     assert "pa55-never-shown" not in page.content()
 
     variables.get_by_role("button", name="Delete region").click()
+    variables.get_by_test_id("confirm-delete").get_by_role("button", name="Delete the variable").click()
     expect(variables.locator('[data-variable="region"]')).to_contain_text("inherited from folder prod")
 
 

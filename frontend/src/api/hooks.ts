@@ -201,17 +201,22 @@ export function useLiveSubscription<R, V extends AnyVariables>(
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  // True once the last action succeeded (a form's "Saved"), until the next one starts.
+  const [done, setDone] = useState(false);
   const run = useCallback(async (action: () => Promise<string | void>) => {
     setBusy(true);
     setError(null);
+    setDone(false);
     try {
       const failure = await action();
       if (failure) setError(failure);
+      else setDone(true);
     } catch (caught) {
       setError(caught instanceof ApiError ? caught.message : String(caught));
     } finally {
       setBusy(false);
     }
   }, []);
-  return { busy, error, setError, run };
+  const reset = useCallback(() => setDone(false), []);
+  return { busy, error, setError, run, done, reset };
 }

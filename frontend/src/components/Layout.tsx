@@ -99,14 +99,15 @@ function TopBar({ org }: { org: string | null }) {
 
 function ApprovalShortcut({ org }: { org: string }) {
   const { runs } = useActiveRuns();
-  const waiting = runs.filter((r) => r.awaitingApproval);
+  // Only the runs this viewer may approve (the server decides: role, approvers, self-approval).
+  const waiting = runs.filter((r) => r.awaitingApproval && r.approval.viewerCanApprove);
   if (waiting.length === 0) return null;
   return (
     <Link
       to={`/orgs/${org}/runs/${waiting[0].id}`}
       className="pill attention strong approval-shortcut"
       data-testid="approval-shortcut"
-      title="Review the oldest run awaiting approval"
+      title="Review the oldest run awaiting approval that you may approve"
     >
       {waiting.length} awaiting approval
     </Link>

@@ -1,15 +1,24 @@
-import { useState, type ComponentProps, type FormEvent, type ReactNode } from "react";
+import { useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
 import { useAction, useMutate } from "../api/hooks";
 import { DeleteFolderDocument, DeleteStackDocument, ManageStackDocument, MoveFolderDocument, type GitAuth } from "../graphql/generated";
+import { ConfirmDelete, Saved } from "./Confirm";
 import { Card, ErrorBox } from "./ui";
 
-type StackFacts = { slug: string; name: string; folder: string | null; gitAuth: GitAuth | null | undefined };
+type StackFacts = {
+  slug: string;
+  name: string;
+  folder: string | null;
+  gitAuth: GitAuth | null | undefined;
+  repository: string;
+  branch: string;
+  path: string;
+};
 
 const CREDENTIAL: Record<GitAuth, string> = { HTTPS_TOKEN: "an HTTPS token", SSH_KEY: "an SSH key" };
 
-/** A stack's rename, move, Git credentials and deletion (admins; the server checks). */
-export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) {
+/** A stack's rename, move, source, Git credentials and deletion (admins; the server checks). */
+export function ManageStack({ org, stack, onSaved }: { org: string; stack: StackFacts; onSaved?: () => void }) {
   const mutate = useMutate();
   const navigate = useNavigate();
   const [form, setForm] = useState({ slug: stack.slug, name: stack.name, folder: stack.folder ?? "" });
@@ -18,6 +27,22 @@ export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) 
   const rename = useAction();
   const credentials = useAction();
   const removal = useAction();
+  const source = useAction();
+  const [code, setCode] = useState({ repository: stack.repository, branch: stack.branch, path: stack.path });
+
+  function saveSource(event: FormEvent) {
+    event.preventDefault();
+    void source.run(async () => {
+      const input: Record<string, string> = {};
+      if (code.repository.trim() !== stack.repository) input.repository = code.repository.trim();
+      if (code.branch.trim() !== stack.branch) input.branch = code.branch.trim();
+      if (code.path.trim() !== stack.path) input.path = code.path.trim();
+      if (Object.keys(input).length === 0) return "Nothing to save: change the repository, the branch or the path first.";
+      const { updateStack } = await mutate(ManageStackDocument, { org, stack: stack.slug, input });
+      if (updateStack.__typename !== "Stack") return updateStack.message;
+      onSaved?.();
+    });
+  }
 
   function save(event: FormEvent) {
     event.preventDefault();
@@ -74,6 +99,29 @@ export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) 
       </form>
       <ErrorBox error={rename.error} title="The stack was not changed." />
 
+      <form className="form-grid" onSubmit={saveSource} aria-label="Repository, branch and path">
+        <label className="wide">
+          Repository
+          <input value={code.repository} onChange={(e) => { source.reset(); setCode({ ...code, repository: e.target.value }); }} required />
+          <span className="hint">Any URL Git understands. The next run checks out the new place; runs already started keep theirs.</span>
+        </label>
+        <label>
+          Branch
+          <input value={code.branch} onChange={(e) => { source.reset(); setCode({ ...code, branch: e.target.value }); }} required />
+        </label>
+        <label>
+          Path <span className="muted">(empty: the repository's root)</span>
+          <input value={code.path} onChange={(e) => { source.reset(); setCode({ ...code, path: e.target.value }); }} />
+        </label>
+        <div className="wide form-actions">
+          <button className="btn primary" type="submit" disabled={source.busy}>
+            Save repository, branch and path
+          </button>
+          <Saved show={source.done} />
+        </div>
+      </form>
+      <ErrorBox error={source.error} title="The source was not changed." />
+
       <form
         className="form-row"
         aria-label="Git credentials"
@@ -109,6 +157,7 @@ export function ManageStack({ org, stack }: { org: string; stack: StackFacts }) 
 
       <ConfirmDelete
         what="stack"
+        name={stack.slug}
         busy={removal.busy}
         error={removal.error}
         onDelete={remove}
@@ -168,6 +217,7 @@ export function ManageFolder({ org, path }: { org: string; path: string }) {
       <ErrorBox error={move.error} title="The folder was not changed." />
       <ConfirmDelete
         what="folder"
+        name={path}
         busy={removal.busy}
         error={removal.error}
         onDelete={remove}
@@ -178,48 +228,5 @@ export function ManageFolder({ org, path }: { org: string; path: string }) {
         }
       />
     </Card>
-  );
-}
-
-/** "Delete …" behind a second click: the question (what goes, what is kept), Keep it or Delete,
- * and why the server refused. One for stacks and folders, so both ask the same way. */
-function ConfirmDelete(props: {
-  what: "stack" | "folder";
-  question: ReactNode;
-  busy: boolean;
-  error: ComponentProps<typeof ErrorBox>["error"];
-  onDelete: () => void;
-  onKeep?: () => void;
-}) {
-  const [confirming, setConfirming] = useState(false);
-  return (
-    <>
-      <div className="form-row">
-        {confirming ? (
-          <div className="alert alert-danger confirm grow">
-            <div>{props.question}</div>
-            <div className="actions">
-              <button
-                className="btn"
-                onClick={() => {
-                  setConfirming(false);
-                  props.onKeep?.();
-                }}
-              >
-                Keep it
-              </button>
-              <button className="btn danger" disabled={props.busy} onClick={props.onDelete}>
-                Delete the {props.what}
-              </button>
-            </div>
-          </div>
-        ) : (
-          <button className="btn danger-outline" onClick={() => setConfirming(true)}>
-            Delete {props.what}…
-          </button>
-        )}
-      </div>
-      <ErrorBox error={props.error} title={`The ${props.what} was not deleted.`} />
-    </>
   );
 }

@@ -15,7 +15,7 @@ export function RunTriage({ org, run }: { org: string; run: RunDetailFragment })
   return (
     <>
       {run.failedResources.count > 0 && <FailedResources org={org} runId={run.id} failed={run.failedResources} />}
-      {run.status === "FAILED" && <RetryRun org={org} run={run} />}
+      {run.status === "FAILED" && run.stack.viewerCan.startRun && <RetryRun org={org} run={run} />}
     </>
   );
 }

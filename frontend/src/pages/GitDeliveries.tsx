@@ -84,11 +84,13 @@ export function GitDeliveriesPage() {
             <div className="small muted">Paste it in the host's webhook settings; the previous secret no longer signs.</div>
           </div>
         )}
-        <div className="actions">
-          <button className="btn" disabled={action.busy} onClick={() => void rotate()}>
-            {organization.webhookSecretSetAt ? "Rotate the secret" : "Create a secret"}
-          </button>
-        </div>
+        {organization.viewerCan.rotateWebhookSecret && (
+          <div className="actions">
+            <button className="btn" disabled={action.busy} onClick={() => void rotate()}>
+              {organization.webhookSecretSetAt ? "Rotate the secret" : "Create a secret"}
+            </button>
+          </div>
+        )}
         <ErrorBox error={action.error} title="The secret was not changed." />
       </Card>
       <Card title="Deliveries">

@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { ConfirmChange, ConfirmDelete, Saved } from "../components/Confirm";
 import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
 import { MembersDocument, RemoveMemberDocument, SetMemberDocument } from "../graphql/generated";
 
@@ -27,19 +28,13 @@ export function MembersPage() {
   const organization = data?.organization;
   if (!data && loading) return <Loading what="members" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
-  const admin = organization.viewerRole === "admin";
-  const why = admin ? undefined : "Only admins can change members";
+  // What the server says the viewer may do, not a copy of the rules.
+  const admin = organization.viewerCan.setMember;
 
   const save = (email: string, role: string, groups: string[]) =>
     run(async () => {
       const { setMember } = await mutate(SetMemberDocument, { org, email, role, groups });
       if (setMember.__typename !== "Member") return setMember.message;
-      await refetch();
-    });
-  const remove = (email: string) =>
-    run(async () => {
-      const { removeMember } = await mutate(RemoveMemberDocument, { org, email });
-      if (removeMember.__typename !== "RemovedMember") return removeMember.message;
       await refetch();
     });
   const submit = (event: FormEvent) => {
@@ -75,30 +70,7 @@ export function MembersPage() {
             </thead>
             <tbody>
               {organization.members.map((m) => (
-                <tr key={m.email} data-member={m.email}>
-                  <td className="mono" data-label="Email">{m.email}</td>
-                  <td data-label="Role">
-                    <select
-                      aria-label={`Role of ${m.email}`}
-                      value={m.role}
-                      disabled={!admin || busy}
-                      title={why}
-                      onChange={(e) => void save(m.email, e.target.value, m.groups)}
-                    >
-                      {ROLES.map((r) => (
-                        <option key={r.value} value={r.value}>
-                          {r.value}
-                        </option>
-                      ))}
-                    </select>
-                  </td>
-                  <td data-label="Groups">{m.groups.length ? m.groups.join(", ") : <span className="muted">none</span>}</td>
-                  <td className="right actions-cell">
-                    <button className="btn small ghost" disabled={!admin || busy} title={why} onClick={() => void remove(m.email)} aria-label={`Remove ${m.email}`}>
-                      Remove
-                    </button>
-                  </td>
-                </tr>
+                <MemberRow key={m.email} org={org} member={m} admin={admin} onChanged={refetch} />
               ))}
             </tbody>
           </table>
@@ -124,5 +96,114 @@ export function MembersPage() {
         <ErrorBox error={actionError} />
       </Card>
     </div>
+  );
+}
+
+type MemberFacts = { email: string; role: string; groups: string[] };
+
+const ROLE_GAINS: Record<string, string> = Object.fromEntries(ROLES.map((r) => [r.value, r.help]));
+
+/** One member: role and groups are edited here, then saved with Save after a confirmation that
+ * says what changes; "Saved" when the server took it. Remove asks first. */
+function MemberRow({ org, member, admin, onChanged }: { org: string; member: MemberFacts; admin: boolean; onChanged: () => Promise<void> }) {
+  const mutate = useMutate();
+  const saving = useAction();
+  const removal = useAction();
+  const [role, setRole] = useState(member.role);
+  const [groups, setGroups] = useState(member.groups.join(", "));
+  const [asking, setAsking] = useState(false);
+  const [saved, setSaved] = useState(false);
+  const newGroups = groupsOf(groups);
+  // Groups are a set: the server keeps them sorted.
+  const sameGroups = [...new Set(newGroups)].sort().join(",") === [...member.groups].sort().join(",");
+  const changed = role !== member.role || !sameGroups;
+  const edit = (next: () => void) => {
+    setSaved(false);
+    setAsking(false);
+    next();
+  };
+  const save = () =>
+    saving.run(async () => {
+      const { setMember } = await mutate(SetMemberDocument, { org, email: member.email, role, groups: newGroups });
+      setAsking(false);
+      if (setMember.__typename !== "Member") return setMember.message;
+      setGroups(setMember.groups.join(", "));
+      setSaved(true);
+      await onChanged();
+    });
+  const remove = () =>
+    removal.run(async () => {
+      const { removeMember } = await mutate(RemoveMemberDocument, { org, email: member.email });
+      if (removeMember.__typename !== "RemovedMember") return removeMember.message;
+      await onChanged();
+    });
+  const what = [
+    role !== member.role ? `role from ${member.role} to ${role} (${ROLE_GAINS[role]})` : "",
+    !sameGroups ? `groups to ${newGroups.length ? newGroups.join(", ") : "none"}` : "",
+  ]
+    .filter(Boolean)
+    .join(" and ");
+  return (
+    <tr data-member={member.email}>
+      <td className="mono" data-label="Email">{member.email}</td>
+      <td data-label="Role">
+        <select aria-label={`Role of ${member.email}`} value={role} disabled={!admin || saving.busy} onChange={(e) => edit(() => setRole(e.target.value))}>
+          {ROLES.map((r) => (
+            <option key={r.value} value={r.value}>
+              {r.value}
+            </option>
+          ))}
+        </select>
+      </td>
+      <td data-label="Groups">
+        {admin ? (
+          <div className="member-edit">
+            <input aria-label={`Groups of ${member.email}`} placeholder="none" value={groups} disabled={saving.busy} onChange={(e) => edit(() => setGroups(e.target.value))} />
+            {changed && !asking && (
+              <button type="button" className="btn small primary" onClick={() => setAsking(true)}>
+                Save
+              </button>
+            )}
+            <Saved show={saved && !changed} />
+          </div>
+        ) : member.groups.length ? (
+          member.groups.join(", ")
+        ) : (
+          <span className="muted">none</span>
+        )}
+        {asking && changed && (
+          <ConfirmChange
+            busy={saving.busy}
+            onBack={() => setAsking(false)}
+            onSave={() => void save()}
+            question={
+              <>
+                <strong>Change {member.email}?</strong> Their {what}, in every stack of the organization (folder grants may raise it further).
+              </>
+            }
+          />
+        )}
+        <ErrorBox error={saving.error} title="The member was not changed." />
+      </td>
+      <td className="right actions-cell">
+        {admin && (
+          <ConfirmDelete
+            small
+            what="member"
+            verb="Remove"
+            label="Remove"
+            ariaLabel={`Remove ${member.email}`}
+            busy={removal.busy}
+            error={removal.error}
+            onDelete={() => void remove()}
+            question={
+              <>
+                <strong>Remove {member.email}?</strong> They lose access to this organization at once; adding them again starts afresh.
+              </>
+            }
+          />
+        )}
+      </td>
+    </tr>
   );
 }

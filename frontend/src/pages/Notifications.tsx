@@ -3,7 +3,15 @@ import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
 import { isRoleRefusal, RoleNotice } from "../components/RoleNotice";
-import { CreateNotificationDocument, DeleteNotificationDocument, NotificationsDocument, TestNotificationDocument, type NotificationsQuery } from "../graphql/generated";
+import { ConfirmDelete, Saved } from "../components/Confirm";
+import {
+  CreateNotificationDocument,
+  DeleteNotificationDocument,
+  NotificationsDocument,
+  TestNotificationDocument,
+  UpdateNotificationDocument,
+  type NotificationsQuery,
+} from "../graphql/generated";
 
 type Destination = NonNullable<NotificationsQuery["organization"]>["notifications"][number];
 type Delivery = Destination["deliveries"][number];
@@ -137,8 +145,10 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
     });
   }
 
+  const removal = useAction();
+  const [editing, setEditing] = useState(false);
   async function remove() {
-    await action.run(async () => {
+    await removal.run(async () => {
       const { deleteNotification } = await mutate(DeleteNotificationDocument, { org, id: destination.id });
       if (deleteNotification.__typename !== "DeletedNotification") return deleteNotification.message;
       await onChanged();
@@ -155,8 +165,8 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
           <button className="btn small" onClick={() => void test()} disabled={action.busy}>
             Send a test
           </button>
-          <button className="btn small danger-outline" onClick={() => void remove()} disabled={action.busy}>
-            Delete
+          <button className="btn small" onClick={() => setEditing(!editing)} aria-expanded={editing}>
+            Edit
           </button>
         </div>
       }
@@ -179,6 +189,19 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
         </p>
       )}
       <ErrorBox error={action.error} />
+      {editing && <EditDestination org={org} destination={destination} onSaved={onChanged} />}
+      <ConfirmDelete
+        what="destination"
+        name={destination.name}
+        busy={removal.busy}
+        error={removal.error}
+        onDelete={() => void remove()}
+        question={
+          <>
+            <strong>Delete destination “{destination.name}”?</strong> Its delivery history goes with it; nothing more is sent there.
+          </>
+        }
+      />
       <h3 className="small-heading">Deliveries</h3>
       </div>
       {destination.deliveries.length === 0 ? (
@@ -220,5 +243,67 @@ function DestinationCard({ org, destination, onChanged }: { org: string; destina
         </div>
       )}
     </Card>
+  );
+}
+
+/** A destination's name, URL, format, events and signing secret (write-only: empty keeps it). */
+function EditDestination({ org, destination, onSaved }: { org: string; destination: Destination; onSaved: () => Promise<void> }) {
+  const mutate = useMutate();
+  const action = useAction();
+  const [form, setForm] = useState({ name: destination.name, url: destination.url, format: destination.format, events: destination.events, secret: "" });
+  const change = (next: typeof form) => {
+    action.reset();
+    setForm(next);
+  };
+  function toggle(name: string) {
+    change({ ...form, events: form.events.includes(name) ? form.events.filter((e) => e !== name) : [...form.events, name] });
+  }
+  async function save(event: FormEvent) {
+    event.preventDefault();
+    await action.run(async () => {
+      const input = { name: form.name, url: form.url, format: form.format, events: form.events, ...(form.secret ? { secret: form.secret } : {}) };
+      const { updateNotification } = await mutate(UpdateNotificationDocument, { org, id: destination.id, input });
+      if (updateNotification.__typename !== "NotificationDestination") return updateNotification.message;
+      setForm({ ...form, secret: "" });
+      await onSaved();
+    });
+  }
+  return (
+    <form className="notification-form edit-destination" onSubmit={save} aria-label={`Edit ${destination.name}`}>
+      <label>
+        Name
+        <input value={form.name} onChange={(e) => change({ ...form, name: e.target.value })} required />
+      </label>
+      <label>
+        URL
+        <input type="url" value={form.url} onChange={(e) => change({ ...form, url: e.target.value })} required />
+      </label>
+      <label>
+        Format
+        <select value={form.format} onChange={(e) => change({ ...form, format: e.target.value })}>
+          <option value="json">JSON (signed)</option>
+          <option value="slack">Slack incoming webhook</option>
+        </select>
+      </label>
+      <label>
+        New signing secret
+        <input type="password" autoComplete="off" placeholder={destination.hasSecret ? "empty: keep the current one" : "optional, write-only"} value={form.secret} onChange={(e) => change({ ...form, secret: e.target.value })} />
+      </label>
+      <fieldset className="event-choices">
+        <legend>Events</legend>
+        {EVENTS.map((name) => (
+          <label key={name} className="check">
+            <input type="checkbox" checked={form.events.includes(name)} onChange={() => toggle(name)} /> <span className="mono small">{name}</span>
+          </label>
+        ))}
+      </fieldset>
+      <div>
+        <button className="btn primary" type="submit" disabled={action.busy}>
+          Save destination
+        </button>
+        <Saved show={action.done} />
+      </div>
+      <ErrorBox error={action.error} title="The destination was not changed." />
+    </form>
   );
 }

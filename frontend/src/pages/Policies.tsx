@@ -1,5 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
+import { ConfirmDelete } from "../components/Confirm";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
 import { CreatePolicyDocument, DeletePolicyDocument, PoliciesDocument, TestPolicyDocument, UpdatePolicyDocument } from "../graphql/generated";
@@ -33,7 +34,7 @@ export function PoliciesPage() {
   const organization = data?.organization;
   if (!data && loading) return <Loading what="policies" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
-  const admin = organization.viewerRole === "admin";
+  const admin = organization.viewerCan.managePolicies;
 
   const edit = (next: Draft) => {
     setDraft(next);
@@ -116,9 +117,21 @@ export function PoliciesPage() {
                       {admin ? "Edit" : "View"}
                     </button>
                     {admin && (
-                      <button className="btn small ghost" disabled={busy} onClick={() => void remove(p.name)} aria-label={`Delete ${p.name}`}>
-                        Delete
-                      </button>
+                      <ConfirmDelete
+                        small
+                        what="policy"
+                        label="Delete"
+                        ariaLabel={`Delete ${p.name}`}
+                        name={p.name}
+                        busy={busy}
+                        error={null}
+                        onDelete={() => void remove(p.name)}
+                        question={
+                          <>
+                            <strong>Delete policy “{p.name}”?</strong> Its Rego cannot be restored: keep a copy if you may need it again.
+                          </>
+                        }
+                      />
                     )}
                   </td>
                 </tr>

@@ -172,7 +172,7 @@ function RunHeader({ org, run, onPickStep }: { org: string; run: RunDetailFragme
           <StatusBadge status={run.status} />
         </span>
         <span className="spacer" />
-        {run.cancelable && (
+        {run.cancelable && run.stack.viewerCan.cancelRun && (
           <button className="btn" onClick={() => void cancel()} disabled={busy} title="Only queued runs can be canceled">
             Cancel run
           </button>
@@ -341,6 +341,7 @@ function ApprovalPanel({ org, run }: { org: string; run: RunDetailFragment }) {
             onTicked={setTicked}
             origin={originPhrase(run.configuration.settings?.confirmDestructive.origin ?? "")}
             changesPath={`/orgs/${org}/runs/${run.id}`}
+            disabled={!run.approval.viewerCanApprove}
           />
         )}
         {/* After the confirmations, before the buttons: tabbing reaches the boxes, the comment, then Approve. */}
@@ -471,6 +472,7 @@ function ConfirmList({
   onTicked,
   origin,
   changesPath,
+  disabled,
 }: {
   destructive: DestructiveChange[];
   ticked: Set<string>;
@@ -478,6 +480,8 @@ function ConfirmList({
   origin: string;
   /** The run's Changes tab: each item links to its diff there. */
   changesPath: string;
+  /** The viewer may not approve: the ticks are shown, not offered. */
+  disabled: boolean;
 }) {
   const [asking, setAsking] = useState(false);
   const missing = destructive.filter((d) => !ticked.has(d.address)).length;
@@ -492,7 +496,7 @@ function ConfirmList({
           {destructive.length - missing} of {destructive.length} confirmed
         </span>
       </p>
-      <div className="tick-all" data-testid="tick-all">
+      <div className="tick-all" data-testid="tick-all" hidden={disabled}>
         {asking ? (
           <div className="tick-all-confirm" role="alertdialog" aria-labelledby="tick-all-question">
             <span id="tick-all-question">
@@ -531,6 +535,7 @@ function ConfirmList({
             <label className={ticked.has(d.address) ? "ticked" : ""}>
               <input
                 type="checkbox"
+                disabled={disabled}
                 checked={ticked.has(d.address)}
                 onChange={(e) => {
                   const next = new Set(ticked);

@@ -1,9 +1,10 @@
-import { useState, type FormEvent } from "react";
+import { useState, type FormEvent, type ReactNode } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { ConfirmChange, ConfirmDelete, Saved } from "../components/Confirm";
 import { ManageFolder, ManageStack } from "../components/Manage";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
-import { originLabel } from "../format";
+import { originLabel, plural } from "../format";
 import {
   DeleteVariableDocument,
   FolderLevelDocument,
@@ -62,8 +63,8 @@ export function OrgSettingsPage() {
           <p className="muted">Folders and stacks inherit these unless they set their own.</p>
         </div>
       </div>
-      <SettingsCard org={org} level={{}} settings={organization.settings} />
-      <VariablesCard org={org} level={{}} own={organization.variables} inherited={[]} />
+      <SettingsCard key={"org"} org={org} level={{}} settings={organization.settings} may={organization.viewerCan.updateSettings} />
+      <VariablesCard org={org} level={{}} own={organization.variables} inherited={[]} may={organization.viewerCan.setVariable} />
     </div>
   );
 }
@@ -108,14 +109,15 @@ export function FolderSettingsPage() {
           </p>
         </div>
       </div>
-      <SettingsCard org={org} level={{ folder: folder.path }} settings={folder.settings} />
+      <SettingsCard key={folder.path} org={org} level={{ folder: folder.path }} settings={folder.settings} may={folder.viewerCan.updateSettings} />
       <VariablesCard
         org={org}
         level={{ folder: folder.path }}
+        may={folder.viewerCan.setVariable}
         own={folder.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, outer, folder.variables)}
       />
-      {data.organization.viewerRole === "admin" && <ManageFolder key={folder.path} org={org} path={folder.path} />}
+      {folder.viewerCan.moveFolder && <ManageFolder key={folder.path} org={org} path={folder.path} />}
     </div>
   );
 }
@@ -132,18 +134,27 @@ export function StackSettingsPage() {
   return (
     <div className="page">
       <StackHeader org={org} slug={slug} folder={stack.folder?.path} title={stack.slug} />
-      <SettingsCard org={org} level={{ stack: slug }} settings={stack.settings} />
+      <SettingsCard key={slug} org={org} level={{ stack: slug }} settings={stack.settings} may={stack.viewerCan.updateSettings} />
       <VariablesCard
         org={org}
         level={{ stack: slug }}
+        may={stack.viewerCan.setVariable}
         own={stack.variables}
         inherited={inherited(data.organization.variables, data.organization.folders, chain(stack.folder?.path), stack.variables)}
       />
-      {data.organization.viewerRole === "admin" && (
+      {stack.viewerCan.updateStack && (
         <ManageStack
           key={`${stack.slug}|${stack.folder?.path ?? ""}|${stack.name}`}
           org={org}
-          stack={{ slug: stack.slug, name: stack.name, folder: stack.folder?.path ?? null, gitAuth: stack.gitAuth }}
+          stack={{
+            slug: stack.slug,
+            name: stack.name,
+            folder: stack.folder?.path ?? null,
+            gitAuth: stack.gitAuth,
+            repository: stack.repository,
+            branch: stack.branch,
+            path: stack.path,
+          }}
         />
       )}
     </div>
@@ -173,20 +184,89 @@ const SETTINGS = [
   },
 ] as const;
 
-function SettingsCard({ org, level, settings }: { org: string; level: Level; settings: SettingsViewFragment }) {
-  const mutate = useMutate();
-  const { busy, error, run } = useAction();
-  const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
+type BoolKey = "requireApproval" | "confirmDestructive" | "forbidSelfApproval";
+type Draft = Record<BoolKey, boolean | null> & { approvers: string | null; policies: string | null };
+const SNAKE: Record<keyof Draft, string> = {
+  requireApproval: "require_approval",
+  confirmDestructive: "confirm_destructive",
+  forbidSelfApproval: "forbid_self_approval",
+  approvers: "approvers",
+  policies: "policies",
+};
 
-  const set = (key: "requireApproval" | "confirmDestructive" | "forbidSelfApproval" | "approvers" | "policies", value: boolean | string[] | null) =>
+const entriesOf = (text: string) =>
+  text
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean);
+
+function draftOf(settings: SettingsViewFragment): Draft {
+  const e = settings.explicit;
+  return {
+    requireApproval: e.requireApproval ?? null,
+    confirmDestructive: e.confirmDestructive ?? null,
+    forbidSelfApproval: e.forbidSelfApproval ?? null,
+    approvers: e.approvers ? e.approvers.join(", ") : null,
+    policies: e.policies ? e.policies.join(", ") : null,
+  };
+}
+
+/** What a draft changes, as the mutation's input: only the settings that differ from the server's. */
+function changesOf(draft: Draft, saved: Draft): Record<string, boolean | string[] | null> {
+  const input: Record<string, boolean | string[] | null> = {};
+  for (const key of ["requireApproval", "confirmDestructive", "forbidSelfApproval"] as const) {
+    if (draft[key] !== saved[key]) input[key] = draft[key];
+  }
+  // approvers: no entries means none set here (any operator or admin, or inherit).
+  const approvers = draft.approvers === null ? null : entriesOf(draft.approvers);
+  const savedApprovers = saved.approvers === null ? null : entriesOf(saved.approvers);
+  const normal = (v: string[] | null) => (v && v.length ? v.join(",") : null);
+  if (normal(approvers) !== normal(savedApprovers)) input.approvers = approvers && approvers.length ? approvers : null;
+  // policies: null inherits, an empty list turns them off at this level.
+  const policies = draft.policies === null ? null : entriesOf(draft.policies);
+  const savedPolicies = saved.policies === null ? null : entriesOf(saved.policies);
+  if ((policies === null) !== (savedPolicies === null) || (policies ?? []).join(",") !== (savedPolicies ?? []).join(",")) input.policies = policies;
+  return input;
+}
+
+/** The approval rules of a level: picked here, then saved with one Save after a confirmation that
+ * names how many stacks the change reaches; "Saved" when the server took it. Read-only for those
+ * the server says may not change settings here. */
+function SettingsCard({ org, level, settings, may }: { org: string; level: Level; settings: SettingsViewFragment; may: boolean }) {
+  const mutate = useMutate();
+  const { busy, error, run, done, reset } = useAction();
+  const here = level.stack ? "this stack" : level.folder ? "this folder" : "the organization";
+  const saved = draftOf(settings);
+  const [draft, setDraftState] = useState<Draft>(saved);
+  const [asking, setAsking] = useState(false);
+  const changes = changesOf(draft, saved);
+  const changed = Object.keys(changes);
+  const setDraft = (next: Draft) => {
+    reset();
+    setAsking(false);
+    setDraftState(next);
+  };
+
+  const save = () =>
     run(async () => {
-      const { updateSettings } = await mutate(UpdateSettingsDocument,
-        { org, input: { [key]: value }, folder: level.folder ?? null, stack: level.stack ?? null });
+      const { updateSettings } = await mutate(UpdateSettingsDocument, { org, input: changes, folder: level.folder ?? null, stack: level.stack ?? null });
+      setAsking(false);
       if (updateSettings.__typename !== "Settings") return updateSettings.message;
+      setDraftState(draftOf(updateSettings));
     });
 
+  // "applies to 14 stacks under prod/": the server counts the stacks that take each setting from here.
+  const reach = (key: keyof Draft) => settings.reach.find((r) => r.setting === SNAKE[key])?.stacks ?? 0;
+  const where = level.folder ? ` under ${level.folder}/` : level.stack ? "" : " of the organization";
+  const counts = [...new Set(changed.map((k) => reach(k as keyof Draft)))];
+  const scope = level.stack
+    ? "It applies to this stack's next plans."
+    : counts.length === 1
+      ? `It applies to ${plural(counts[0], "stack")}${where} (those that do not set it themselves), from their next plan.`
+      : `It applies, from their next plan, to ${changed.map((k) => `${SNAKE[k as keyof Draft]}: ${plural(reach(k as keyof Draft), "stack")}`).join("; ")}${where}.`;
+
   return (
-    <Card title="Approval rules">
+    <Card title="Approval rules" className="approval-rules">
       <div className="settings">
         {SETTINGS.map((s) => {
           const explicit = settings.explicit[s.key];
@@ -214,11 +294,12 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
                 ].map((option) => (
                   <button
                     key={String(option.value)}
+                    type="button"
                     role="radio"
-                    aria-checked={explicit === option.value}
-                    className={explicit === option.value ? "on" : ""}
-                    disabled={busy}
-                    onClick={() => explicit !== option.value && void set(s.key, option.value)}
+                    aria-checked={draft[s.key] === option.value}
+                    className={draft[s.key] === option.value ? "on" : ""}
+                    disabled={busy || !may}
+                    onClick={() => setDraft({ ...draft, [s.key]: option.value })}
                   >
                     {option.label}
                   </button>
@@ -227,157 +308,128 @@ function SettingsCard({ org, level, settings }: { org: string; level: Level; set
             </div>
           );
         })}
-        <ApproversSetting
+        <ListSetting
+          name="approvers"
+          title="Approvers"
+          help={
+            <>
+              Who may approve or discard: <code>user:&lt;email&gt;</code> and <code>group:&lt;name&gt;</code> entries (groups are set on the
+              Members page). Empty: any operator or admin.
+            </>
+          }
+          placeholder="group:sre, user:ada@example.com"
+          shown={settings.effective.approvers.value ? settings.effective.approvers.value.join(", ") || "nobody" : "any operator or admin"}
           explicit={settings.explicit.approvers ?? null}
-          effective={settings.effective.approvers}
+          origin={settings.effective.approvers.origin}
           here={here}
           inherits={Boolean(level.folder || level.stack)}
-          busy={busy}
-          onSave={(value) => void set("approvers", value)}
+          value={draft.approvers}
+          disabled={busy || !may}
+          onChange={(value) => setDraft({ ...draft, approvers: value })}
         />
-        <PoliciesSetting
+        <ListSetting
+          name="policies"
+          title="Policies"
+          help={
+            <>
+              Names of the organization&apos;s policies (the Policies page) evaluated when each plan ends. A deny fails the run; approval policies add
+              to the approval rules.
+            </>
+          }
+          placeholder="protect, dba"
+          shown={settings.effective.policies.value && settings.effective.policies.value.length ? settings.effective.policies.value.join(", ") : "none"}
           explicit={settings.explicit.policies ?? null}
-          effective={settings.effective.policies}
+          origin={settings.effective.policies.origin}
           here={here}
           inherits={Boolean(level.folder || level.stack)}
-          busy={busy}
-          onSave={(value) => void set("policies", value)}
+          value={draft.policies}
+          disabled={busy || !may}
+          onChange={(value) => setDraft({ ...draft, policies: value })}
         />
       </div>
-      <ErrorBox error={error} />
+      {may ? (
+        <>
+          {asking && changed.length > 0 && (
+            <div className="pad">
+              <ConfirmChange
+                busy={busy}
+                onBack={() => setAsking(false)}
+                onSave={() => void save()}
+                question={
+                  <>
+                    <strong>
+                      Change {changed.map((k) => SNAKE[k as keyof Draft]).join(", ")} on {here}?
+                    </strong>{" "}
+                    <span data-testid="settings-scope">{scope}</span>
+                  </>
+                }
+              />
+            </div>
+          )}
+          <div className="settings-save">
+            <button type="button" className="btn primary" disabled={busy || changed.length === 0 || asking} onClick={() => setAsking(true)}>
+              Save approval rules
+            </button>
+            {changed.length > 0 && (
+              <button type="button" className="btn ghost" disabled={busy} onClick={() => setDraft(saved)}>
+                Undo changes
+              </button>
+            )}
+            <span className="muted small">{changed.length ? `${plural(changed.length, "unsaved change")}.` : ""}</span>
+            <Saved show={done && changed.length === 0} />
+          </div>
+        </>
+      ) : (
+        <p className="muted small pad" data-testid="settings-readonly">
+          Only admins can change these rules (<Link to={`/orgs/${org}/members`}>who they are</Link>).
+        </p>
+      )}
+      <ErrorBox error={error} title="The approval rules were not saved." />
     </Card>
   );
 }
 
-/** approvers: "user:<email>" and "group:<name>" entries, or null (any operator or admin). */
-function ApproversSetting({
-  explicit,
-  effective,
-  here,
-  inherits,
-  busy,
-  onSave,
-}: {
+/** approvers or policies: comma-separated entries; null (the Inherit or Default button) sets none here. */
+function ListSetting(props: {
+  name: string;
+  title: string;
+  help: ReactNode;
+  placeholder: string;
+  shown: string;
   explicit: string[] | null;
-  effective: { value?: string[] | null; origin: string };
+  origin: string;
   here: string;
   inherits: boolean;
-  busy: boolean;
-  onSave: (value: string[] | null) => void;
+  value: string | null;
+  disabled: boolean;
+  onChange: (value: string | null) => void;
 }) {
-  const [text, setText] = useState((explicit ?? []).join(", "));
-  const entries = text
-    .split(",")
-    .map((e) => e.trim())
-    .filter(Boolean);
-  const shown = effective.value ? effective.value.join(", ") || "nobody" : "any operator or admin";
   return (
-    <div className="setting" data-setting="approvers">
+    <div className="setting" data-setting={props.name}>
       <div className="setting-text">
         <div className="setting-title">
-          Approvers <code>approvers</code>
+          {props.title} <code>{props.name}</code>
         </div>
-        <div className="muted small">
-          Who may approve or discard: <code>user:&lt;email&gt;</code> and <code>group:&lt;name&gt;</code> entries (groups are set on the
-          Members page). Empty: any operator or admin.
-        </div>
+        <div className="muted small">{props.help}</div>
         <div className="effective" data-testid="effective">
-          Effective here: <strong>{shown}</strong>{" "}
-          <span className="muted">{explicit === null ? `inherited from ${originLabel(effective.origin)}` : `set on ${here}`}</span>
+          Effective here: <strong>{props.shown}</strong>{" "}
+          <span className="muted">{props.explicit === null ? `inherited from ${originLabel(props.origin)}` : `set on ${props.here}`}</span>
         </div>
       </div>
-      <form
-        className="approvers-form"
-        onSubmit={(e) => {
-          e.preventDefault();
-          onSave(entries.length ? entries : null);
-        }}
-      >
-        <input aria-label="approvers" placeholder="group:sre, user:ada@example.com" value={text} onChange={(e) => setText(e.target.value)} />
-        <button className="btn small" type="submit" disabled={busy}>
-          Save
-        </button>
-        {explicit !== null && (
-          <button
-            className="btn small ghost"
-            type="button"
-            disabled={busy}
-            onClick={() => {
-              setText("");
-              onSave(null);
-            }}
-          >
-            {inherits ? "Inherit" : "Default"}
+      <div className="approvers-form">
+        <input
+          aria-label={props.name}
+          placeholder={props.value === null ? (props.inherits ? "inherited" : props.placeholder) : props.placeholder}
+          value={props.value ?? ""}
+          disabled={props.disabled}
+          onChange={(e) => props.onChange(e.target.value)}
+        />
+        {props.value !== null && (
+          <button className="btn small ghost" type="button" disabled={props.disabled} onClick={() => props.onChange(null)}>
+            {props.inherits ? "Inherit" : "Default"}
           </button>
         )}
-      </form>
-    </div>
-  );
-}
-
-/** policies: names of the organization's policies evaluated when each plan ends, or null (none,
- * or inherit); an empty list turns them off at this level. */
-function PoliciesSetting({
-  explicit,
-  effective,
-  here,
-  inherits,
-  busy,
-  onSave,
-}: {
-  explicit: string[] | null;
-  effective: { value?: string[] | null; origin: string };
-  here: string;
-  inherits: boolean;
-  busy: boolean;
-  onSave: (value: string[] | null) => void;
-}) {
-  const [text, setText] = useState((explicit ?? []).join(", "));
-  const entries = text
-    .split(",")
-    .map((e) => e.trim())
-    .filter(Boolean);
-  const shown = effective.value && effective.value.length ? effective.value.join(", ") : "none";
-  return (
-    <div className="setting" data-setting="policies">
-      <div className="setting-text">
-        <div className="setting-title">
-          Policies <code>policies</code>
-        </div>
-        <div className="muted small">
-          Names of the organization&apos;s policies (the Policies page) evaluated when each plan ends. A deny fails the run; approval policies add
-          to the approval rules.
-        </div>
-        <div className="effective" data-testid="effective">
-          Effective here: <strong>{shown}</strong>{" "}
-          <span className="muted">{explicit === null ? `inherited from ${originLabel(effective.origin)}` : `set on ${here}`}</span>
-        </div>
       </div>
-      <form
-        className="approvers-form"
-        onSubmit={(e) => {
-          e.preventDefault();
-          onSave(entries);
-        }}
-      >
-        <input aria-label="policies" placeholder="protect, dba" value={text} onChange={(e) => setText(e.target.value)} />
-        <button className="btn small" type="submit" disabled={busy}>
-          Save
-        </button>
-        {explicit !== null && (
-          <button
-            className="btn small ghost"
-            type="button"
-            disabled={busy}
-            onClick={() => {
-              setText("");
-              onSave(null);
-            }}
-          >
-            {inherits ? "Inherit" : "Default"}
-          </button>
-        )}
-      </form>
     </div>
   );
 }
@@ -389,11 +441,13 @@ function VariablesCard({
   level,
   own,
   inherited,
+  may,
 }: {
   org: string;
   level: Level;
   own: VariableViewFragment[];
   inherited: Inherited[];
+  may: boolean;
 }) {
   const mutate = useMutate();
   const [form, setForm] = useState({ name: "", value: "", kind: "TERRAFORM" as VariableKind, sensitive: false, json: false });
@@ -456,9 +510,22 @@ function VariablesCard({
                   here <span className="muted small"><TimeAgo iso={v.updatedAt} /></span>
                 </td>
                 <td className="right actions-cell">
-                  <button className="btn small ghost" onClick={() => void remove(v.name)} aria-label={`Delete ${v.name}`}>
-                    Delete
-                  </button>
+                  {may && (
+                    <ConfirmDelete
+                      small
+                      what="variable"
+                      label={`Delete ${v.name}`}
+                      busy={busy}
+                      error={null}
+                      onDelete={() => void remove(v.name)}
+                      question={
+                        <>
+                          <strong>Delete {v.name}?</strong>{" "}
+                          {v.sensitive ? "Its value is write-only: it cannot be read back to set it again." : "Levels below take the inherited value, if any."}
+                        </>
+                      }
+                    />
+                  )}
                 </td>
               </tr>
             ))}
@@ -474,6 +541,7 @@ function VariablesCard({
           </tbody>
         </table>
       )}
+      {may ? (
       <form className="var-form" onSubmit={save}>
         <input aria-label="Variable name" placeholder="name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
         <input
@@ -498,6 +566,11 @@ function VariablesCard({
           Set variable
         </button>
       </form>
+      ) : (
+        <p className="muted small pad" data-testid="variables-readonly">
+          Only admins can set variables (<Link to={`/orgs/${org}/members`}>who they are</Link>).
+        </p>
+      )}
       <ErrorBox error={error} />
     </Card>
   );

@@ -2,6 +2,7 @@ import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
+import { ConfirmChange, Saved } from "../components/Confirm";
 import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, TypeBadge, usePageTitle } from "../components/ui";
 import { duration, shortSha, STATUS_LABEL } from "../format";
 import {
@@ -113,25 +114,31 @@ export function StackPage() {
   if (!data && loading) return <Loading what="the stack" />;
   if (error && !data) return <ErrorBox error={error} />;
   if (!stack) return <NotFoundPage title={`There is no stack “${slug}” here.`} back={`/orgs/${org}/stacks`} backLabel="All stacks" />;
-  // The caller's effective role on this stack (folder grants included) decides what is enabled.
-  const mayStart = stack.viewerRole === "operator" || stack.viewerRole === "admin";
+  // What the server says the caller may do here (folder grants included) decides what is shown.
+  const mayStart = stack.viewerCan.startRun;
 
   return (
     <div className="page">
       <StackHeader org={org} slug={slug} folder={stack.folder?.path} title={stack.name || stack.slug}>
-        <div className="actions" role="group" aria-label="Start a run">
-          {RUN_BUTTONS.map((b) => (
-            <button
-              key={b.type}
-              className={`btn ${b.type === "APPLY" ? "primary" : b.type === "DESTROY" ? "danger-outline" : ""}`}
-              title={mayStart ? b.hint : `${b.hint} Starting runs here needs the operator role; you are ${stack.viewerRole === "admin" ? "an" : "a"} ${stack.viewerRole ?? "reader"} on this stack.`}
-              disabled={starting !== null || !mayStart}
-              onClick={() => (b.type === "DESTROY" ? setConfirmDestroy(true) : void start(b.type))}
-            >
-              {starting === b.type ? "Starting…" : b.label}
-            </button>
-          ))}
-        </div>
+        {mayStart ? (
+          <div className="actions" role="group" aria-label="Start a run">
+            {RUN_BUTTONS.map((b) => (
+              <button
+                key={b.type}
+                className={`btn ${b.type === "APPLY" ? "primary" : b.type === "DESTROY" ? "danger-outline" : ""}`}
+                title={b.hint}
+                disabled={starting !== null}
+                onClick={() => (b.type === "DESTROY" ? setConfirmDestroy(true) : void start(b.type))}
+              >
+                {starting === b.type ? "Starting…" : b.label}
+              </button>
+            ))}
+          </div>
+        ) : (
+          <p className="muted small" data-testid="cannot-start">
+            You are {stack.viewerRole === "admin" || stack.viewerRole === "operator" ? "an" : "a"} {stack.viewerRole ?? "reader"} on this stack: starting runs needs the operator role.
+          </p>
+        )}
       </StackHeader>
       <dl className="facts">
         <div>
@@ -155,7 +162,7 @@ export function StackPage() {
             <label htmlFor="stack-trigger">On a push</label>
           </dt>
           <dd>
-            <TriggerPicker org={org} slug={slug} trigger={stack.trigger} />
+            <TriggerPicker key={stack.trigger} org={org} slug={slug} trigger={stack.trigger} branch={stack.branch} may={stack.viewerCan.updateStack} />
           </dd>
         </div>
       </dl>
@@ -213,32 +220,64 @@ const TRIGGERS: { value: StackTrigger; label: string }[] = [
   { value: "APPLY", label: "Apply (after approval if required)" },
 ];
 
-/** What a new commit on the branch that touches the stack starts; saved as soon as it is picked. */
-function TriggerPicker({ org, slug, trigger }: { org: string; slug: string; trigger: StackTrigger }) {
+/** What a new commit on the branch that touches the stack starts: picked, then saved with Save
+ * after a confirmation that says what a push will do from now on. Only those who may change the
+ * stack see the picker; the others read the choice. */
+function TriggerPicker({ org, slug, trigger, branch, may }: { org: string; slug: string; trigger: StackTrigger; branch: string; may: boolean }) {
   const mutate = useMutate();
   const action = useAction();
-  async function pick(value: StackTrigger) {
+  const [draft, setDraft] = useState<StackTrigger>(trigger);
+  const [asking, setAsking] = useState(false);
+  const label = (value: StackTrigger) => TRIGGERS.find((t) => t.value === value)?.label ?? value;
+  if (!may) return <span data-testid="stack-trigger-text">{label(trigger)}</span>;
+  async function save() {
     await action.run(async () => {
-      const { updateStack } = await mutate(UpdateStackTriggerDocument, { org, stack: slug, trigger: value });
+      const { updateStack } = await mutate(UpdateStackTriggerDocument, { org, stack: slug, trigger: draft });
       if (updateStack.__typename !== "Stack") return updateStack.message;
     });
+    setAsking(false);
   }
   return (
     <>
-      <select
-        id="stack-trigger"
-        data-testid="stack-trigger"
-        value={trigger}
-        disabled={action.busy}
-        onChange={(e) => void pick(e.target.value as StackTrigger)}
-        title="Commits that touch the stack's path or its config.yaml watch globs start this run"
-      >
-        {TRIGGERS.map((t) => (
-          <option key={t.value} value={t.value}>
-            {t.label}
-          </option>
-        ))}
-      </select>
+      <span className="inline-form">
+        <select
+          id="stack-trigger"
+          data-testid="stack-trigger"
+          value={draft}
+          disabled={action.busy}
+          onChange={(e) => {
+            action.reset();
+            setAsking(false);
+            setDraft(e.target.value as StackTrigger);
+          }}
+          title="Commits that touch the stack's path or its config.yaml watch globs start this run"
+        >
+          {TRIGGERS.map((t) => (
+            <option key={t.value} value={t.value}>
+              {t.label}
+            </option>
+          ))}
+        </select>
+        {draft !== trigger && !asking && (
+          <button type="button" className="btn small primary" onClick={() => setAsking(true)}>
+            Save
+          </button>
+        )}
+        <Saved show={action.done && draft === trigger} />
+      </span>
+      {asking && draft !== trigger && (
+        <ConfirmChange
+          busy={action.busy}
+          onBack={() => setAsking(false)}
+          onSave={() => void save()}
+          question={
+            <>
+              <strong>Change what a push starts?</strong> From now on, a commit on <span className="mono">{branch}</span> that touches this stack
+              starts: <strong>{label(draft).toLowerCase()}</strong> (was: {label(trigger).toLowerCase()}).
+            </>
+          }
+        />
+      )}
       <ErrorBox error={action.error} title="The trigger was not changed." />
     </>
   );

@@ -98,13 +98,18 @@ export function StacksPage() {
           <h1>Stacks</h1>
           <p className="muted">Each stack is a directory of Terraform code in a Git repository.</p>
         </div>
+        {/* Only for those the server says may create them (admins). */}
         <div className="actions">
-          <button className="btn" onClick={() => setCreating(creating === "folder" ? null : "folder")}>
-            New folder
-          </button>
-          <button className="btn primary" onClick={() => setCreating(creating === "stack" ? null : "stack")}>
-            New stack
-          </button>
+          {organization?.viewerCan.createFolder && (
+            <button className="btn" onClick={() => setCreating(creating === "folder" ? null : "folder")}>
+              New folder
+            </button>
+          )}
+          {organization?.viewerCan.createStack && (
+            <button className="btn primary" onClick={() => setCreating(creating === "stack" ? null : "stack")}>
+              New stack
+            </button>
+          )}
         </div>
       </div>
       {creating === "folder" && <CreateFolder org={org} onDone={() => setCreating(null)} />}

@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
+import { ConfirmDelete } from "../components/Confirm";
 import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
 import { dateTime } from "../format";
 import { CreateTokenDocument, RevokeTokenDocument, TokensDocument } from "../graphql/generated";
@@ -59,9 +60,12 @@ export function TokensPage() {
             <strong>{created.name}</strong>: copy it now, it will not be shown again.
           </p>
           <code className="mono token-value">{created.token}</code>
-          <button className="btn small" onClick={() => setCreated(null)}>
-            Done
-          </button>
+          <span className="actions">
+            <CopyButton text={created.token} />
+            <button className="btn small" onClick={() => setCreated(null)}>
+              Done
+            </button>
+          </span>
         </div>
       )}
       <Card title="Tokens">
@@ -83,16 +87,37 @@ export function TokensPage() {
             <tbody>
               {tokens.map((t) => (
                 <tr key={t.id} data-token={t.name}>
-                  <td data-label="Name">{t.name || <span className="muted">unnamed</span>}</td>
+                  <td data-label="Name">
+                    {t.name || <span className="muted">unnamed</span>}
+                    {t.current && (
+                      <span className="pill small this-browser" data-testid="this-browser" title="This browser is signed in with this token: revoking it signs you out.">
+                        this browser
+                      </span>
+                    )}
+                  </td>
                   <td data-label="Created" title={dateTime(t.createdAt)}>
                     <TimeAgo iso={t.createdAt} />
                   </td>
                   <td data-label="Last used">{t.lastUsedAt ? <TimeAgo iso={t.lastUsedAt} /> : <span className="muted">never</span>}</td>
                   <td data-label="Expires">{t.expiresAt ? dateTime(t.expiresAt) : <span className="muted">never</span>}</td>
                   <td className="right actions-cell">
-                    <button className="btn small ghost" disabled={busy} onClick={() => void revoke(t.id)} aria-label={`Revoke ${t.name || t.id}`}>
-                      Revoke
-                    </button>
+                    <ConfirmDelete
+                      small
+                      what="token"
+                      verb="Revoke"
+                      label="Revoke"
+                      ariaLabel={`Revoke ${t.name || t.id}`}
+                      name={t.name || undefined}
+                      busy={busy}
+                      error={null}
+                      onDelete={() => void revoke(t.id)}
+                      question={
+                        <>
+                          <strong>Revoke {t.name ? `“${t.name}”` : "this token"}?</strong> It is refused at once and cannot be used again
+                          {t.current ? "; this browser is signed in with it and will be signed out" : ""}.
+                        </>
+                      }
+                    />
                   </td>
                 </tr>
               ))}
@@ -115,5 +140,29 @@ export function TokensPage() {
         <ErrorBox error={actionError} />
       </Card>
     </div>
+  );
+}
+
+/** Copies a new token to the clipboard, and says so (or says to copy it by hand). */
+function CopyButton({ text }: { text: string }) {
+  const [copied, setCopied] = useState<"yes" | "no" | null>(null);
+  return (
+    <>
+      <button
+        type="button"
+        className="btn small primary"
+        onClick={() =>
+          void navigator.clipboard.writeText(text).then(
+            () => setCopied("yes"),
+            () => setCopied("no"),
+          )
+        }
+      >
+        Copy
+      </button>
+      <span className="saved" role="status" data-testid="copied">
+        {copied === "yes" ? "✓ Copied" : copied === "no" ? "Copy it by hand: the browser refused." : ""}
+      </span>
+    </>
   );
 }

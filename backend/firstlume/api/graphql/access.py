@@ -42,15 +42,20 @@ class Token:
     created_at: datetime
     last_used_at: datetime | None
     expires_at: datetime | None
+    current: bool = strawberry.field(
+        default=False,
+        description="True for the token this request is authenticated with (the UI marks it: this browser).",
+    )
 
     @classmethod
-    def of(cls, row: TokenRecord) -> Token:
+    def of(cls, row: TokenRecord, current_id: str | None = None) -> Token:
         return cls(
             id=strawberry.ID(row.id),
             name=row.name,
             created_at=row.created_at,
             last_used_at=row.last_used_at,
             expires_at=row.expires_at,
+            current=current_id is not None and row.id == current_id,
         )
 
 
@@ -86,7 +91,7 @@ async def members_of(reads: ReadScope, org_id: str) -> list[Member]:
 
 async def tokens_of(reads: ReadScope, actor: Actor) -> list[Token]:
     async with reads.session() as session:
-        return [Token.of(r) for r in await tokens.list_tokens(session, actor)]
+        return [Token.of(r, actor.token_id) for r in await tokens.list_tokens(session, actor)]
 
 
 async def callers_grants(reads: ReadScope, org_id: str, actor: Actor) -> folder_grants.Caller | None:

@@ -36,6 +36,7 @@ from firstlume.api.graphql.types.runs import Run
 from firstlume.api.graphql.types.settings import Settings, Variable, variables_of
 from firstlume.api.graphql.types.state import StackState, state_of, states_of
 from firstlume.api.graphql.types.summaries import StackSummary, summary_of
+from firstlume.api.graphql.types.viewer_can import ViewerPermissions, viewer_can
 from firstlume.domain.errors import InvalidRequest
 from firstlume.domain.runs import RunStatus, RunType, TriggerKind
 from firstlume.domain.state import normalize_unit
@@ -132,6 +133,13 @@ class Organization:
     @strawberry.field(description="The caller's role here: reader, operator or admin.")
     async def viewer_role(self, info: strawberry.Info) -> str | None:
         return await role_of(self.loaders.reads, self.row.id, info.context.require_actor())
+
+    @strawberry.field(
+        description="What the caller may do in the organization (its organization role; folder grants "
+        "raise it on a folder's or stack's own viewerCan)."
+    )
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        return await viewer_can(self.loaders, self.row.id, None, info)
 
     @strawberry.field(
         description="The mapping of the identity provider's groups, applied at each sign-in (admins)."
@@ -320,6 +328,10 @@ class Folder:
             row.created_at,
         )
 
+    @strawberry.field(description="What the caller may do on this folder and the stacks directly in it.")
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        return await viewer_can(self.loaders, self.row.org_id, self.row.path, info)
+
     @strawberry.field
     async def parent(self) -> Folder | None:
         if self.row.parent_id is None:
@@ -410,6 +422,11 @@ class Stack:
             )
         folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
         return folder_grants.role_on(await caller, folder.path if folder else None)
+
+    @strawberry.field(description="What the caller may do on this stack (folder grants included).")
+    async def viewer_can(self, info: strawberry.Info) -> ViewerPermissions:
+        folder = await self.loaders.folder.load(self.row.folder_id) if self.row.folder_id else None
+        return await viewer_can(self.loaders, self.row.org_id, folder.path if folder else None, info)
 
     @strawberry.field
     async def folder(self) -> Folder | None:
