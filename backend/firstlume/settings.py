@@ -425,7 +425,10 @@ class Settings(_EnvSettings):
     )
     pubsub_url: str = Field(
         default="",
-        description="where live events travel between processes",
+        description=(
+            "where live events travel between processes: `memory://` (one process), "
+            "`postgres://…` (LISTEN/NOTIFY) or `redis://…` / `rediss://…` (Redis pub/sub)"
+        ),
         json_schema_extra=doc(default_text="`memory://`, or the database with PostgreSQL", secret=True),
     )
     scheduler_interval: float = Field(
