@@ -105,6 +105,7 @@ bench: install
 	$(BIN)/python bench/bench_scheduler.py sqlite
 	$(BIN)/python bench/bench_scheduler.py postgresql
 	$(BIN)/python bench/bench_policies.py 10000 20
+	$(BIN)/python bench/fleet.py
 
 clean:
 	rm -rf $(VENV) .firstlume
