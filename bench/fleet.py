@@ -178,6 +178,8 @@ def proxy(ports: list[int]) -> Iterator[str]:
     finally:
         process.kill()
         process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 @contextlib.contextmanager
@@ -205,13 +207,22 @@ def replicas(
                 "FIRSTLUME_GIT_POLL_INTERVAL": "0",
             }
             data.mkdir(parents=True, exist_ok=True)
-            log = (root / f"replica-{index}.log").open("ab")
-            process = subprocess.Popen(
-                [sys.executable, "-m", "firstlume", "serve", "--log-level", "warning", "--port", str(port)],
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
+            with (root / f"replica-{index}.log").open("ab") as log:  # the child keeps its own copy
+                process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "firstlume",
+                        "serve",
+                        "--log-level",
+                        "warning",
+                        "--port",
+                        str(port),
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=log,
+                )
             started.append(Replica(index, port, process))
         deadline = time.monotonic() + 120
         for replica in started:
