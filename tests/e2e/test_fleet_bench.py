@@ -12,8 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import fleet  # noqa: E402
-from fleet_checks import Counts  # noqa: E402
+import fleet
+from fleet_checks import Counts
 
 STACKS, LINES, RESOURCES = 3, 30, 3
 
