@@ -118,6 +118,7 @@ class Segment:
     watcher_errors: list[str] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
     killed_at_s: float | None = None
+    killed_at_ms: float | None = None  # wall clock, to tell lines written before the kill
 
 
 @dataclass
@@ -410,6 +411,7 @@ async def segment(
                 await asyncio.sleep(lines / config.rate / 3)
                 victim = servers[0]
                 seg.killed_at_s = round(time.monotonic() - began, 1)
+                seg.killed_at_ms = time.time() * 1000
                 cpu_before.pop(
                     victim.index
                 )  # its CPU dies with it: the per-unit figures come from segments 1-3
@@ -470,7 +472,7 @@ async def check(
         "SELECT run_id, address, state FROM resource_changes WHERE run_id = ANY($1)", run_ids
     )
     seg.stored_states = stored_states(list(rows), sent)
-    latencies: dict[int, list[float]] = {}
+    latencies: dict[str, list[float]] = {}
     for w in watchers:
         seg.watchers[w.kind] = seg.watchers.get(w.kind, 0) + 1
         key = f"{w.kind} reconnected"
@@ -483,16 +485,23 @@ async def check(
             if not w.completed:
                 seg.watcher_errors.append(f"runLog {w.run_id}: not completed")
             for written, received, replica in w.arrivals:
-                latencies.setdefault(replica, []).append(received - written)
+                # Lines written before the kill (or in a run without one) measure live delivery
+                # with every replica up; those after it, one replica serving everything.
+                when = (
+                    "before the kill"
+                    if seg.killed_at_ms is None or written < seg.killed_at_ms
+                    else "after the kill"
+                )
+                latencies.setdefault(f"{when}, watchers on replica {replica}", []).append(received - written)
         elif w.kind == "resourceStates":
             assert w.run_id is not None
             seg.watched_states.add(compare_states(sent.resources.get(w.run_id, {}), w.states))
         elif w.last_active:
             seg.watcher_errors.append(f"activeRuns: still {len(w.last_active)} active at the end")
-    every = [v for values in latencies.values() for v in values]
-    seg.latency_ms = {"all": summarize(every)} | {  # type: ignore[dict-item]
-        f"watchers on replica {r}": summarize(v)  # type: ignore[misc]
-        for r, v in sorted(latencies.items())
+    before = [v for key, values in latencies.items() if key.startswith("before") for v in values]
+    seg.latency_ms = {"before the kill, all watchers": summarize(before)} | {  # type: ignore[dict-item]
+        key: summarize(values)  # type: ignore[misc]
+        for key, values in sorted(latencies.items())
     }
 
 
