@@ -1,7 +1,7 @@
 """Fleet scale (issue 47): many stacks' applies at once, served by control-plane replicas on one
 PostgreSQL, with watchers on every replica, measured beside floors taken in the same run.
 
-    .venv/bin/python bench/fleet.py [--stacks=20] [--lines=200] [--rate=20] [--resources=10]
+    .venv/bin/python bench/fleet.py [--stacks=20] [--lines=100] [--rate=20] [--resources=10]
         [--watchers=40] [--idle-watchers=300] [--replicas=2] [--pubsub=postgres,redis] [--no-kill]
         [--json=PATH]
     issue 47's full scale: --stacks=1000 --lines=2000 --rate=10 --resources=50 --watchers=2000
@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -64,7 +65,7 @@ FINISHED = ("applied", "failed", "canceled", "planned", "no_changes", "errored")
 @dataclass
 class Config:
     stacks: int = 20
-    lines: int = 200
+    lines: int = 100
     rate: float = 20.0
     resources: int = 10
     watchers: int = 40
@@ -118,6 +119,7 @@ class Segment:
     watcher_errors: list[str] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
     killed_at_s: float | None = None
+    refused_starts: list[str] = field(default_factory=list)
     killed_at_ms: float | None = None  # wall clock, to tell lines written before the kill
 
 
@@ -294,8 +296,12 @@ async def broker_round_trip(url: str, stop: asyncio.Event) -> list[float]:
     return times
 
 
-async def start_runs(public_url: str, token: str, slugs: list[str]) -> tuple[list[str], float]:
-    """One apply run of every stack, all at once; the run ids and the seconds from first to last."""
+async def start_runs(
+    public_url: str, token: str, slugs: list[str], refused: list[str]
+) -> tuple[list[str], float]:
+    """One apply run of every stack, all at once; the run ids and the seconds from first to last.
+    A start the control plane refuses is counted in `refused` (never retried: a POST that may have
+    been stored is not sent again)."""
     limits = httpx.Limits(max_connections=200)
     async with httpx.AsyncClient(
         base_url=public_url + "/api/v1/orgs/bench", headers={"Authorization": f"Bearer {token}"},
@@ -303,13 +309,15 @@ async def start_runs(public_url: str, token: str, slugs: list[str]) -> tuple[lis
     ) as http:  # fmt: skip
         began = time.monotonic()
 
-        async def one(slug: str) -> str:
+        async def one(slug: str) -> str | None:
             response = await http.post(f"/stacks/{slug}/runs", content='{"type": "apply"}')
-            response.raise_for_status()
+            if response.status_code != 201:
+                refused.append(f"{slug}: {response.status_code} {response.text[:300]}")
+                return None
             return str(response.json()["id"])
 
         ids = await asyncio.gather(*(one(slug) for slug in slugs))
-        return list(ids), time.monotonic() - began
+        return [i for i in ids if i is not None], time.monotonic() - began
 
 
 async def statuses(conn: asyncpg.Connection, run_ids: list[str]) -> dict[str, int]:
@@ -385,7 +393,7 @@ async def segment(
             seg.idle_cpu_per_s = await idle_cpu_rate(servers)
             cpu_before = {r.index: r.cpu_seconds() for r in servers}
             began = time.monotonic()
-            run_ids, seg.start_spread_s = await start_runs(public_url, token, slugs)
+            run_ids, seg.start_spread_s = await start_runs(public_url, token, slugs, seg.refused_starts)
             seg.runs = len(run_ids)
             stop = asyncio.Event()
             alive = [True] * len(servers)
@@ -659,11 +667,13 @@ async def main(argv: list[str]) -> list[Result]:
     print(f"fleet: {config}")
     results = []
     for kind in config.pubsub:
-        with tempfile.TemporaryDirectory(prefix=f"fleet-{kind}-") as tmp:
-            print(f"== pub/sub {kind}")
-            result = await fleet(config, kind, Path(tmp))
-            report(result)
-            results.append(result)
+        # Kept when the bench fails: the replicas' logs say why.
+        tmp = Path(tempfile.mkdtemp(prefix=f"fleet-{kind}-"))
+        print(f"== pub/sub {kind} (replicas' logs in {tmp})")
+        result = await fleet(config, kind, tmp)
+        report(result)
+        results.append(result)
+        await asyncio.to_thread(shutil.rmtree, tmp, True)
     return results
 
 

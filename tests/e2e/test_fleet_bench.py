@@ -29,7 +29,7 @@ async def test_a_small_fleet_applies_every_run_and_every_watcher_gets_every_line
     )  # fmt: skip
     result = await fleet.fleet(config, pubsub, tmp_path)
     [seg] = result.segments
-    assert seg.statuses == {"applied": STACKS}, seg
+    assert seg.refused_starts == [] and seg.statuses == {"applied": STACKS}, seg
     assert seg.killed_at_s is not None
     # What the executors sent: the plans' lines and the applies' lines, two states per resource.
     assert seg.lines == STACKS * (fleet_plan_lines() + LINES)
