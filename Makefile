@@ -106,6 +106,7 @@ bench: install
 	$(BIN)/python bench/bench_scheduler.py postgresql
 	$(BIN)/python bench/bench_policies.py 10000 20
 	$(BIN)/python bench/bench_first_load.py
+	$(BIN)/python bench/fleet.py
 
 clean:
 	rm -rf $(VENV) .firstlume

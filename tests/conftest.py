@@ -43,6 +43,8 @@ from support.terraform import install_cli_config
 from support.waiting import wait_until
 
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+# The Redis server of the Redis pub/sub backend's tests (tests/test_pubsub_redis.py).
+REDIS_SERVER = os.environ.get("FIRSTLUME_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TEST_KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, tests only
 RUN_TAG = uuid.uuid4().hex[:8]
 

@@ -1,4 +1,4 @@
-"""Live events between processes: every subscriber hears every event, on both backends."""
+"""Live events between processes: every subscriber hears every event, on every backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from conftest import PG_SERVER
+from conftest import PG_SERVER, REDIS_SERVER
 from firstlume.domain.runs import RunStatus
 from firstlume.protocol.events import LogAppended, RunStatusChanged
 from firstlume.pubsub import CLOSED, PubSub
@@ -19,10 +19,14 @@ def log_event(n: int) -> LogAppended:
     return LogAppended(run_id="r1", step="plan", offset=n, end=n + 1)
 
 
-@pytest.fixture(params=["memory", "postgres"])
+@pytest.fixture(params=["memory", "postgres", "redis"])
 async def pubsubs(request: pytest.FixtureRequest) -> AsyncIterator[tuple[PubSub, PubSub]]:
     """Two connections, as two control-plane processes would have."""
-    url = "memory://" if request.param == "memory" else PG_SERVER.replace("postgresql://", "postgres://")
+    url = {
+        "memory": "memory://",
+        "postgres": PG_SERVER.replace("postgresql://", "postgres://"),
+        "redis": REDIS_SERVER,
+    }[request.param]
     first = PubSub(url)
     second = first if request.param == "memory" else PubSub(url)
     await first.connect()

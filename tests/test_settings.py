@@ -176,7 +176,7 @@ def test_kubernetes_defaults_need_only_the_image() -> None:
         ({"FIRSTLUME_HEARTBEAT_TIMEOUT": "0"}, "FIRSTLUME_HEARTBEAT_TIMEOUT must be greater than 0"),
         ({"FIRSTLUME_SCHEDULER": "maybe"}, "FIRSTLUME_SCHEDULER must be on or off (got 'maybe')"),
         ({"FIRSTLUME_SCHEDULER_INTERVAL": "-1"}, "FIRSTLUME_SCHEDULER_INTERVAL must be greater than 0"),
-        ({"FIRSTLUME_LAUNCHER": "docker"}, "FIRSTLUME_LAUNCHER must be one of 'local' or 'kubernetes'"),
+        ({"FIRSTLUME_LAUNCHER": "docker"}, "FIRSTLUME_LAUNCHER must be one of 'local', 'kubernetes' or 'simulated'"),
         ({"FIRSTLUME_LAUNCHER": "kubernetes"}, "FIRSTLUME_K8S_IMAGE is required with FIRSTLUME_LAUNCHER=kubernetes"),
         ({"FIRSTLUME_K8S_IMAGE_PULL_POLICY": "Sometimes"}, "FIRSTLUME_K8S_IMAGE_PULL_POLICY must be one of"),
         ({"FIRSTLUME_K8S_MEMORY_LIMIT": "lots"}, "FIRSTLUME_K8S_MEMORY_LIMIT must be a Kubernetes quantity"),

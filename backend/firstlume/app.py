@@ -82,6 +82,18 @@ def build_launcher(settings: Settings) -> Launcher:
         from firstlume.launchers.kubernetes import KubernetesLauncher
 
         return KubernetesLauncher.from_settings(settings)
+    if settings.launcher == "simulated":
+        from firstlume.launchers.simulated import SimulatedLauncher, SimulatedWorkload
+
+        return SimulatedLauncher(
+            SimulatedWorkload(
+                resources=settings.simulated_resources,
+                log_lines=settings.simulated_log_lines,
+                lines_per_second=settings.simulated_lines_per_second,
+                record_dir=settings.simulated_record_dir,
+                log_dir=settings.data_dir / "executors",
+            )
+        )
     from firstlume.demo import DEMO_REPOSITORY
     from firstlume.launchers.local import Isolation, LocalLauncher
     from firstlume.local_tls import PUBLIC

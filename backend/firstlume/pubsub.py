@@ -1,10 +1,14 @@
-"""Live events between processes. The only module that imports `broadcaster`.
+"""Live events between processes. The only module that imports `broadcaster` (with its Redis
+backend, pubsub_redis.py).
+
+Three brokers, chosen by FIRSTLUME_PUBSUB_URL: `memory://` (one process), PostgreSQL LISTEN/NOTIFY
+(`postgres://…`, the default with a PostgreSQL database) and Redis (`redis://…`, `rediss://…`).
 
 Messages are the typed events of protocol/events.py: small JSON envelopes (ids, statuses,
 offsets), never whole logs, since PostgreSQL NOTIFY payloads must stay under 8000 bytes. A
 subscriber that needs data reads it from the database, which stays the source of truth.
 
-On PostgreSQL the event connection survives the server ending it (a restart, a failover,
+On PostgreSQL and on Redis the event connection survives the server ending it (a restart, a failover,
 `pg_terminate_backend`): it reconnects (retry.BROKER_RECONNECT), listens again on every channel that has
 subscribers, and then gives each of them a `Resync`, since events sent meanwhile were lost.
 While it is down, `publish` raises PublishFailed at once; callers decide whether to retry (the
@@ -29,6 +33,7 @@ from pydantic import ValidationError
 
 from firstlume import retry
 from firstlume.protocol.events import Closed, Event, Resync, decode, encode
+from firstlume.pubsub_redis import ReconnectingRedisBackend
 
 log = logging.getLogger("firstlume.pubsub")
 
@@ -226,14 +231,19 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
         return await self._queue.get()
 
 
+REDIS_SCHEMES = ("redis://", "rediss://")
+
+
 class PubSub:
     def __init__(self, url: str) -> None:
         self.url = url
         # Kept at hand for publish_many, which broadcaster's interface has no word for.
-        self._postgres = (
-            _ReconnectingPostgresBackend(url) if url.startswith(("postgres://", "postgresql://")) else None
-        )
-        self._broadcast = Broadcast(backend=self._postgres) if self._postgres else Broadcast(url)
+        self._batching: _ReconnectingPostgresBackend | ReconnectingRedisBackend | None = None
+        if url.startswith(("postgres://", "postgresql://")):
+            self._batching = _ReconnectingPostgresBackend(url)
+        elif url.startswith(REDIS_SCHEMES):
+            self._batching = ReconnectingRedisBackend(url)
+        self._broadcast = Broadcast(backend=self._batching) if self._batching else Broadcast(url)
         self._subscribing = asyncio.Lock()
         self._connected = False
 
@@ -254,9 +264,9 @@ class PubSub:
             await self._broadcast.publish(channel=channel, message=encode(event))
 
     async def publish_many(self, events: Sequence[tuple[str, Event]]) -> None:
-        """`publish` of each (channel, event), in order; on PostgreSQL in one round trip, and then
-        all or none. Raises PublishFailed when that is not possible now."""
-        backend = self._postgres
+        """`publish` of each (channel, event), in order; on PostgreSQL and Redis in one round trip,
+        and then all or none. Raises PublishFailed when that is not possible now."""
+        backend = self._batching
         if backend is None:
             for channel, event in events:
                 await self.publish(channel, event)

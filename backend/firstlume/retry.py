@@ -3,7 +3,7 @@
 | policy | where | what is retried | tries | between tries |
 |---|---|---|---|---|
 | CONTROL_PLANE_REQUEST | executor/client.py | a request whose connection failed or that got a 5xx | 6 | 0.5 s doubling to 10 s, 50-100 % |
-| BROKER_RECONNECT | pubsub.py, scheduler/loop.py | the LISTEN connection to PostgreSQL, the scheduler's wake-up subscription | until it works | 0.05 s doubling to 5 s, ±20 % |
+| BROKER_RECONNECT | pubsub.py, pubsub_redis.py, scheduler/loop.py | the LISTEN connection to PostgreSQL, the subscribed connection to Redis, the scheduler's wake-up subscription | until it works | 0.05 s doubling to 5 s, ±20 % |
 | HEAD_MOVED | services/git/pushes.py | a push whose stacks' heads another delivery moved first | 3 | none: read again at once |
 | SQLITE_WAL_SWITCH | db/engine.py | switching a new SQLite file to WAL ("database is locked") | 20 | 0.02 s, 0.04 s, ... |
 | EVENT_PUBLISH | services/outbox.py | events the broker refused (the row's next try) | until published | 0.5 s doubling to 30 s, ±20 % |

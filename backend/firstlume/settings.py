@@ -415,8 +415,12 @@ class Settings(_EnvSettings):
         description="`off` for a replica that only serves the API",
         json_schema_extra=doc(helm="controlPlane.scheduler"),
     )
-    launcher: Literal["local", "kubernetes"] = Field(
-        default="local", description="`local` (subprocess) or `kubernetes` (Job per phase)"
+    launcher: Literal["local", "kubernetes", "simulated"] = Field(
+        default="local",
+        description=(
+            "`local` (subprocess) or `kubernetes` (Job per phase); `simulated` is a load-testing "
+            "tool (bench/fleet.py): simulated executors, no Terraform, nothing applied"
+        ),
     )
     public_url: str = Field(
         default="http://127.0.0.1:8000",
@@ -425,7 +429,10 @@ class Settings(_EnvSettings):
     )
     pubsub_url: str = Field(
         default="",
-        description="where live events travel between processes",
+        description=(
+            "where live events travel between processes: `memory://` (one process), "
+            "`postgres://…` (LISTEN/NOTIFY) or `redis://…` / `rediss://…` (Redis pub/sub)"
+        ),
         json_schema_extra=doc(default_text="`memory://`, or the database with PostgreSQL", secret=True),
     )
     scheduler_interval: float = Field(
@@ -482,6 +489,30 @@ class Settings(_EnvSettings):
         default=Path(""),
         description="local executors: where their work dirs are made (never inside the data dir)",
         json_schema_extra=doc(default_text="`firstlume-executors-<uid>` in the system's temporary directory"),
+    )
+    simulated_resources: int = Field(
+        default=50,
+        ge=0,
+        le=100_000,
+        description="`FIRSTLUME_LAUNCHER=simulated` only: resources in each simulated plan",
+    )
+    simulated_log_lines: int = Field(
+        default=2000,
+        ge=0,
+        description="`FIRSTLUME_LAUNCHER=simulated` only: log lines each simulated apply writes",
+    )
+    simulated_lines_per_second: float = Field(
+        default=100.0,
+        gt=0,
+        description="`FIRSTLUME_LAUNCHER=simulated` only: how fast each simulated apply writes them",
+    )
+    simulated_record_dir: Path | None = Field(
+        default=None,
+        description=(
+            "`FIRSTLUME_LAUNCHER=simulated` only: where each simulated phase writes what it sent "
+            "(for a benchmark's checks)"
+        ),
+        json_schema_extra=doc(default_text="nowhere"),
     )
     executor_spares: int = Field(
         default=3,

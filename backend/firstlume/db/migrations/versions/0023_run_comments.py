@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0023_run_comments"
-down_revision = "0021_sso"
+down_revision = "0022_cli_login"
 branch_labels = None
 depends_on = None
 
