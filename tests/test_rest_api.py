@@ -350,7 +350,7 @@ async def test_refusals_name_the_field_in_one_sentence(
     assert (error["code"], error.get("field"), error["message"]) == ("invalid_request", field, message)
 
 
-async def test_approval_refuses_what_is_not_a_list_of_addresses_and_discard_takes_no_fields(
+async def test_approval_refuses_what_is_not_a_list_of_addresses_and_discard_takes_only_a_comment(
     client: httpx.AsyncClient, tenant: Tenant, stack: str, ctx: Context
 ) -> None:
     run = (
@@ -360,7 +360,7 @@ async def test_approval_refuses_what_is_not_a_list_of_addresses_and_discard_take
     for action, body, field, message in [
         ("approve", '{"acknowledged": "a"}', "acknowledged", "'acknowledged' must be a list of resource addresses (strings); got a string."),
         ("approve", '{"acknowledged": ["a", 7]}', "acknowledged", "'acknowledged' must be a list of resource addresses (strings); got a number at position 1."),
-        ("discard", '{"reason": "x"}', "reason", "Unknown field 'reason'; discarding a run takes no fields."),
+        ("discard", '{"reason": "x"}', "reason", "Unknown field 'reason'; discarding a run takes only 'comment'."),
         ("cancel", '{"force": true}', "force", "Unknown field 'force'; canceling a run takes no fields."),
     ]:  # fmt: skip
         response = await client.post(f"{O}/runs/{run['id']}/{action}", headers=tenant.headers, content=body)

@@ -71,7 +71,8 @@ def test_a_comment_given_with_the_approval_is_on_the_run_and_in_the_audit_trail(
     repo = make_stack_repo(tmp_path, OLD)
     api.create_stack("cleanup", repo, name="Cleanup jobs")
     api.settings("", {"require_approval": False})
-    api.wait(api.start("cleanup", "apply"), "applied")
+    unattended = api.start("cleanup", "apply")
+    api.wait(unattended, "applied")
     api.settings("", {"require_approval": None, "confirm_destructive": True})
     repo.commit({"main.tf": 'resource "terraform_data" "kept" { input = "k" }\n'}, LONG_MESSAGE)
     run_id = api.start("cleanup", "apply")
@@ -151,6 +152,17 @@ def test_a_comment_given_with_the_approval_is_on_the_run_and_in_the_audit_trail(
     phone.goto(f"/orgs/{tenant.org}/audit?action=run.approve")
     expect(phone.get_by_test_id("audit-entry")).to_contain_text(COMMENT)
     ui.check_screen(phone, "phone-audit-run-comment")
+
+    # A run that needed no approval: its skipped approval step shows no "0 ms", its timing no wait.
+    assert [st["status"] for st in api.run(unattended)["steps"] if st["name"] == "approval"] == ["skipped"]
+    phone.goto(f"/orgs/{tenant.org}/runs/{unattended}")
+    expect(phone.locator('.step-strip [data-step="approval"]')).to_have_attribute(
+        "data-step-status", "SKIPPED"
+    )
+    expect(phone.locator('.step-strip [data-step="approval"] .dur')).to_have_text("")
+    expect(phone.get_by_test_id("run-phases")).to_have_text(
+        re.compile(r"^ · plan [\d.]+ m?s, apply [\d.]+ m?s$")
+    )
 
 
 def test_the_comment_field_and_confirmations_pass_axe_on_a_phone(
