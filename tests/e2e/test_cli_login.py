@@ -1,7 +1,8 @@
 """`terraform login <host>` with the real CLI and a real browser: the CLI prints the address of
 Firstlume's authorization page (it cannot open a browser here), Chromium signs in there and
-allows it, the CLI stores the token it gets, and `terraform init` + `plan` with a `cloud` block
-then work with that token alone (no TF_TOKEN_ variable, no credentials block)."""
+allows it, the CLI stores the token it gets, and the `cloud` block's whole workflow (init, plan,
+apply, output, state list, a plan with no changes, destroy) then works with that token alone (no
+TF_TOKEN_ variable, no credentials block)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,14 @@ def test_terraform_login_through_the_browser_then_init_and_plan_with_its_token(
     tf(["init", "-input=false"], code, env)
     planned = tf(["plan", "-input=false"], code, env)
     assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
+    applied = tf(["apply"], code, env, stdin="yes\n")
+    assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
+    assert tf(["output", "-raw", "c"], code, env).stdout == "a"
+    assert tf(["state", "list"], code, env).stdout.split() == [
+        "terraform_data.a",
+        "terraform_data.b",
+        "terraform_data.c",
+    ]
+    assert "No changes." in tf(["plan", "-input=false"], code, env).stdout
+    destroyed = tf(["destroy"], code, env, stdin="yes\n")
+    assert "3 destroyed" in destroyed.stdout, destroyed.stdout

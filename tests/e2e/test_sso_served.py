@@ -93,6 +93,26 @@ async def test_sign_in_gives_the_mapped_role_and_groups_and_follows_the_director
     assert (await _members(server, tenant))["alice@example.com"]["role"] == "admin"
 
 
+@pytest.mark.parametrize(
+    ("given", "back"),
+    [
+        ("/cli-login?client_id=terraform-cli&state=a%20b", "/cli-login?client_id=terraform-cli&state=a%20b"),
+        ("//evil.example.com/x", "/"),
+        ("https://evil.example.com/x", "/"),
+        ("/\\evil.example.com", "/"),
+    ],
+)
+async def test_sign_in_returns_to_the_page_that_asked_for_it_on_this_site_only(
+    server: LiveServer, provider: Provider, tenant: Tenant, given: str, back: str
+) -> None:
+    provider.set_user("carol", {"email": "carol@example.com", "groups": []})
+    async with httpx.AsyncClient(base_url=server.url) as browser:
+        callback = await to_provider(browser, provider.url, "carol", {"next": given})
+        answered = await browser.get(callback)
+        assert answered.status_code == 302, answered.text
+        assert answered.headers["location"] == back
+
+
 @pytest.mark.parametrize("mode", ["expired", "wrong_audience", "wrong_nonce", "other_key", "forged"])
 async def test_an_untrustworthy_id_token_is_refused_and_makes_no_session(
     server: LiveServer, provider: Provider, tenant: Tenant, mode: str

@@ -35,9 +35,11 @@ def served_with_sso(database_url: str, tmp_path: Path, provider: Provider) -> It
         stop_live_server(served)
 
 
-async def to_provider(http: httpx.AsyncClient, provider_url: str, sub: str) -> str:
+async def to_provider(
+    http: httpx.AsyncClient, provider_url: str, sub: str, params: dict[str, str] | None = None
+) -> str:
     """Starts a sign-in and signs `sub` in at the provider: the callback URL it sends back."""
-    started = await http.get("/api/v1/sso/login")
+    started = await http.get("/api/v1/sso/login", params=params)
     assert started.status_code == 302, started.text
     authorize = started.headers["location"]
     assert authorize.startswith(provider_url), authorize

@@ -43,8 +43,11 @@ export function SignInPage() {
         {notice && !error && <div className="alert alert-warning">{notice}</div>}
         {sso?.enabled && sso.sign_in_url && (
           <>
-            {/* A whole-page visit: the provider's page, then back here with the session cookie. */}
-            <a className="btn primary block" href={sso.sign_in_url}>
+            {/* A whole-page visit: the provider's page, then back to this address with the session cookie. */}
+            <a
+              className="btn primary block"
+              href={`${sso.sign_in_url}?next=${encodeURIComponent(window.location.pathname + window.location.search)}`}
+            >
               Sign in with {sso.issuer}
             </a>
             <p className="muted small">Or, for a machine's or a break-glass sign-in, paste an API token:</p>

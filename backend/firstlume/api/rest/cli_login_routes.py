@@ -102,7 +102,9 @@ async def decide(request: Request) -> Response:
             raise OAuthError("invalid_request", "allow must be true (Allow) or false (Deny).")
         checked = _authorization_request(body)
         if not allow:
-            where = cli_login.redirect(checked, error="access_denied", error_description="The person denied it.")
+            where = cli_login.redirect(
+                checked, error="access_denied", error_description="The person denied it."
+            )
             return JSONResponse({"redirect": where})
         code = await cli_login.grant(unit.session, actor, org, checked)
     return JSONResponse({"redirect": cli_login.redirect(checked, code=code)}, headers=NO_STORE)

@@ -4,6 +4,7 @@ of the provider's groups."""
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 
 from starlette.requests import Request
@@ -25,6 +26,19 @@ from firstlume.services.context import Actor
 # The state of the sign-in this browser started: the callback must carry the same one.
 STATE_COOKIE = "firstlume_sso_state"
 SSO_PATH = "/api/v1/sso"
+# Where the browser goes back to after the sign-in (the page that sent it to sign in, such as
+# `terraform login`'s authorization page), kept with the state.
+RETURN_COOKIE = "firstlume_sso_return"
+MAX_RETURN_PATH = 2000
+
+
+def return_path(value: str | None) -> str | None:
+    """A path of this site only (never another site's address, nor `//host`)."""
+    if not value or len(value) > MAX_RETURN_PATH or not value.isascii() or not value.isprintable():
+        return None
+    if not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return None
+    return value
 
 
 def _secure(request: Request) -> bool:
@@ -60,7 +74,27 @@ async def sso_login(request: Request) -> Response:
         samesite="lax",
         secure=_secure(request),
     )
+    back = return_path(request.query_params.get("next"))
+    if back is not None:
+        response.set_cookie(
+            RETURN_COOKIE,
+            base64.urlsafe_b64encode(back.encode()).decode(),
+            max_age=int(oidc.LOGIN_LIFETIME.total_seconds()),
+            path=SSO_PATH,
+            httponly=True,
+            samesite="lax",
+            secure=_secure(request),
+        )
     return response
+
+
+def _returning_to(request: Request) -> str:
+    kept = request.cookies.get(RETURN_COOKIE, "")
+    try:
+        back = return_path(base64.urlsafe_b64decode(kept.encode()).decode()) if kept else None
+    except ValueError:
+        back = None
+    return back or "/"
 
 
 @endpoint
@@ -84,7 +118,7 @@ async def sso_callback(request: Request) -> Response:
             timedelta(hours=lifetime),
             {"issuer": ctx.settings.oidc_issuer, "organizations": member_of},
         )
-    response = RedirectResponse("/", status_code=302)
+    response = RedirectResponse(_returning_to(request), status_code=302)
     response.set_cookie(
         COOKIE,
         started.token,
@@ -95,6 +129,7 @@ async def sso_callback(request: Request) -> Response:
         secure=_secure(request),
     )
     response.delete_cookie(STATE_COOKIE, path=SSO_PATH)
+    response.delete_cookie(RETURN_COOKIE, path=SSO_PATH)
     return response
 
 
