@@ -31,10 +31,19 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+def _general_name(hostname: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(hostname))
+    except ValueError:
+        return x509.DNSName(hostname)
+
+
 def make_local_tls(
     directory: Path, hostnames: tuple[str, ...] = ("localhost",), days: int = VALID_DAYS
 ) -> LocalTls:
-    """A new CA and a certificate for `hostnames` (and 127.0.0.1), written to `directory`."""
+    """A new CA and a certificate for `hostnames` (and 127.0.0.1), written to `directory`. A
+    hostname that is an IP address is named as one (an IP SAN): clients check an address
+    against those, never against DNS names."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -53,8 +62,9 @@ def make_local_tls(
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(h) for h in hostnames]
-    names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    names = [_general_name(h) for h in hostnames]
+    if x509.IPAddress(ipaddress.ip_address("127.0.0.1")) not in names:
+        names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name(hostnames[0]))

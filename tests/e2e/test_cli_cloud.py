@@ -1,11 +1,15 @@
 """The real `terraform` CLI as a client of Firstlume over HTTPS (a `cloud` block): init, a remote
 plan whose log streams, apply answered "yes", output, state list, a second plan with no changes,
-and destroy; the runs and state versions are Firstlume's own."""
+and destroy; the runs and state versions are Firstlume's own. The token given as TF_TOKEN_<host>
+alone; a CLI apply's log live in a GraphQL subscription while the CLI prints it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +18,20 @@ import httpx
 import pytest
 
 from conftest import Tenant
-from support.cli_cloud import WORKSPACE, TlsServer, cli_env, main_tf, served_tls, tf
+from support.cli_cloud import (
+    WORKSPACE,
+    TlsServer,
+    cli_env,
+    free_loopback_address,
+    main_tf,
+    served_tls,
+    tf,
+    token_env,
+)
+from support.graphql_ws import GraphQLWebSocket, ws_url
 from support.make_run import make_run
 from support.terraform import requires_terraform, terraform_env
-from support.waiting import wait_until
+from support.waiting import until, wait_until
 
 pytestmark = [requires_terraform, pytest.mark.timeout(300)]
 
@@ -277,3 +291,144 @@ def test_make_run_tls_prints_the_ssl_cert_file_export_the_cli_needs(tmp_path: Pa
         tf(["init", "-input=false"], code, env)
         planned = tf(["plan", "-input=false"], code, env)
         assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
+
+
+def test_tf_token_of_the_host_alone_authenticates_init_plan_and_apply(
+    database_url: str, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Port 443 of a loopback address of this test's own: a host a variable's name can spell.
+    with served_tls(database_url, tmp_path, free_loopback_address()) as served:
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "main.tf").write_text(main_tf(served.host, tenant.org))
+        env = token_env(tmp_path, served, tenant.token)
+        variable = "TF_TOKEN_" + served.host.replace(".", "_")
+        assert env[variable] == tenant.token
+        assert "credentials" not in Path(env["TF_CLI_CONFIG_FILE"]).read_text()
+
+        # Without the variable the CLI has no token for the host: it is what authenticates below.
+        refused = subprocess.run(
+            ["terraform", "init", "-input=false"],
+            cwd=code,
+            env={k: v for k, v in env.items() if k != variable},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode != 0, refused.stdout
+        assert "token" in refused.stderr.lower(), refused.stderr
+
+        tf(["init", "-input=false"], code, env)
+        planned = tf(["plan", "-input=false"], code, env)
+        assert "Running plan in" in planned.stdout, planned.stdout
+        assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
+        applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
+        assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
+
+        http = served.http(tenant)
+        request.addfinalizer(http.close)
+        runs = http.get(f"{served.server.url}/api/v1/orgs/{tenant.org}/stacks/{WORKSPACE}/runs").json()[
+            "runs"
+        ]
+        assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [
+            ("apply", "applied", "cli"),
+            ("plan", "planned", "cli"),
+        ]
+        assert tf(["output", "-raw", "c"], code, env).stdout == "a"
+
+
+RUN_LOG = """subscription($org: String!, $id: ID!) {
+  runLog(org: $org, runId: $id, fromOffset: 0) { text nextOffset } }"""
+
+
+def _slow_tf(host: str, org: str, gate: Path) -> str:
+    # The resource prints a line, then holds its apply until the test opens the gate (a file
+    # outside the data dir, so a sandboxed executor sees it too), at most two minutes.
+    cloud = main_tf(host, org).split("resource ")[0]
+    return (
+        cloud
+        + f"""
+resource "terraform_data" "slow" {{
+  input = "s"
+  provisioner "local-exec" {{
+    command = "echo slow resource holding; i=0; while [ ! -e {gate} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo slow resource released"
+  }}
+}}
+"""
+    )
+
+
+def test_a_cli_applys_log_is_live_in_graphql_while_the_cli_streams_it(
+    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    gate = tmp_path / "gate"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "main.tf").write_text(_slow_tf(tls_server.host, tenant.org, gate))
+    env = cli_env(tmp_path, tls_server, tenant.token)
+    tf(["init", "-input=false"], code, env)
+    http = tls_server.http(tenant)
+    request.addfinalizer(http.close)
+    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
+
+    cli = subprocess.Popen(
+        ["terraform", "apply", "-input=false", "-auto-approve", "-no-color"],
+        cwd=code,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    printed: list[str] = []  # the CLI's lines as it prints them
+    assert cli.stdout is not None
+    stdout = cli.stdout
+    reader = threading.Thread(target=lambda: printed.extend(iter(stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+
+        def applying() -> dict[str, Any] | None:
+            assert cli.poll() is None, "".join(printed)
+            run = _latest_run(http, o)
+            return run if run and run["status"] == "applying" else None
+
+        run = wait_until(applying, 120, "the CLI's run to apply")
+        received: list[str] = []  # the run's log as the GraphQL subscription delivers it
+
+        def has(text: str) -> bool:  # the resource's own line, not the echo of its command
+            return f"(local-exec): {text}" in "".join(received)
+
+        async def follow() -> None:
+            context = ssl.create_default_context(cafile=str(tls_server.tls.ca_cert))
+            url = ws_url(tls_server.server.url)
+            async with GraphQLWebSocket.connect(url, tenant.token, ssl=context) as ws:
+                log = await ws.subscribe(RUN_LOG, {"org": tenant.org, "id": run["id"]})
+                while not has("slow resource holding"):
+                    received.append((await log.next(within=120))["runLog"]["text"])
+                # The resource holds on the gate: the run is live in GraphQL and on the CLI at once.
+                await until(
+                    lambda: "".join(printed).count("(local-exec): slow resource holding"),
+                    60,
+                    "the CLI to print it",
+                )
+                assert cli.poll() is None and not gate.exists()
+                assert http.get(f"{o}/runs/{run['id']}").json()["status"] == "applying"
+                gate.touch()
+                while not has("slow resource released"):
+                    received.append((await log.next(within=120))["runLog"]["text"])
+
+        asyncio.run(follow())
+        cli.wait(timeout=180)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        reader.join(30)
+        stdout.close()
+    streamed = "".join(printed)
+    assert cli.returncode == 0, streamed
+    assert "Apply complete! Resources: 1 added, 0 changed, 0 destroyed." in streamed, streamed
+    # The same lines: the resource's own output, in the subscription and in the CLI's output.
+    lines = [line for line in "".join(received).splitlines() if "(local-exec): slow resource" in line]
+    assert len(lines) == 2, received
+    for line in lines:
+        assert line.strip() in streamed, (line, streamed)

@@ -5,6 +5,8 @@ with a `cloud` block, and `terraform` runs whose failure shows their output."""
 from __future__ import annotations
 
 import os
+import random
+import socket
 import ssl
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
 from support.terraform import terraform_env
@@ -43,7 +46,7 @@ output "c" {{ value = terraform_data.c.output }}
 class TlsServer:
     server: LiveServer
     tls: LocalTls
-    host: str  # "localhost:<port>", the cloud block's hostname
+    host: str  # "localhost:<port>" (or a loopback address, port 443): the cloud block's hostname
 
     def http(self, tenant: Tenant) -> httpx.Client:
         return httpx.Client(
@@ -65,13 +68,36 @@ def _ready(url: str, ca: Path) -> bool:
         return False
 
 
+def free_loopback_address() -> str:
+    """A loopback address of the test's own (127.0.0.N) whose port 443 is free: a hostname without
+    a port, which a TF_TOKEN_<host> variable can spell. Linux routes all of 127/8 to lo; the tries
+    start at a random N so that parallel xdist workers (and sessions) rarely meet."""
+    if os.geteuid() != 0:
+        pytest.fail(
+            "this test serves the control plane on port 443 (TF_TOKEN_<host> cannot name a port) and so "
+            f"must run as root, as CI does; it runs as uid {os.geteuid()}"
+        )
+    start = random.randrange(2, 255)
+    for n in [*range(start, 255), *range(2, start)]:
+        address = f"127.0.0.{n}"
+        with socket.socket() as sock:
+            try:
+                sock.bind((address, 443))
+            except OSError:
+                continue
+            return address
+    pytest.fail("no loopback address 127.0.0.2-254 has port 443 free")
+
+
 @contextmanager
-def served_tls(database_url: str, tmp_path: Path) -> Iterator[TlsServer]:
+def served_tls(database_url: str, tmp_path: Path, address: str | None = None) -> Iterator[TlsServer]:
     """The control plane served over HTTPS with a certificate of a new local authority (test modules
-    make it their fixture `tls_server`, after `tenant`)."""
-    tls = make_local_tls(tmp_path / "tls")
-    port = free_port()
-    url = f"https://localhost:{port}"
+    make it their fixture `tls_server`, after `tenant`): on localhost and a free port, or on port
+    443 of `address` (see free_loopback_address)."""
+    tls = make_local_tls(tmp_path / "tls", (address,) if address else ("localhost",))
+    bind, port = (address, 443) if address else ("127.0.0.1", free_port())
+    host = address if address else f"localhost:{port}"
+    url = f"https://{host}"
     env = {
         **os.environ,
         **settings_env(database_url, tmp_path / "data"),
@@ -83,8 +109,9 @@ def served_tls(database_url: str, tmp_path: Path) -> Iterator[TlsServer]:
     }
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log_file:
+        serve = ["serve", "--host", bind, "--port", str(port), "--log-level", "warning"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", "serve", "--port", str(port), "--log-level", "warning"],
+            [sys.executable, "-m", "firstlume", *serve],
             env=env,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -96,7 +123,7 @@ def served_tls(database_url: str, tmp_path: Path) -> Iterator[TlsServer]:
             lambda: _ready(url, tls.ca_cert) or process.poll() is not None, 60, "the HTTPS control plane"
         )
         assert process.poll() is None, server.log()
-        yield TlsServer(server=server, tls=tls, host=f"localhost:{port}")
+        yield TlsServer(server=server, tls=tls, host=host)
     finally:
         stop_live_server(server)
 
@@ -106,6 +133,17 @@ def cli_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
     # block gives the token for it, as `terraform login` would have stored it.
     credentials = f'credentials "{served.host}" {{\n  token = "{token}"\n}}\n'
     return terraform_env(tmp_path, credentials, SSL_CERT_FILE=str(served.tls.ca_cert))
+
+
+def token_env(tmp_path: Path, served: TlsServer, token: str) -> dict[str, str]:
+    """The token in TF_TOKEN_<host> alone: the test's CLI config has no credentials block, and HOME
+    is an empty directory of the test's own (no credentials.tfrc.json of `terraform login`)."""
+    assert ":" not in served.host, f"{served.host}: a TF_TOKEN_ variable cannot name a port"
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    # Terraform's spelling of a hostname as a variable name: "." is "_", "-" is "__".
+    variable = "TF_TOKEN_" + served.host.replace("-", "__").replace(".", "_")
+    return terraform_env(tmp_path, SSL_CERT_FILE=str(served.tls.ca_cert), HOME=str(home), **{variable: token})
 
 
 def tf(

@@ -16,6 +16,7 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from ssl import SSLContext
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
@@ -130,13 +131,18 @@ class GraphQLWebSocket:
         payload: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         within: float = DEFAULT_TIMEOUT,
+        ssl: SSLContext | None = None,
     ) -> AsyncIterator[GraphQLWebSocket]:
         """Opens, sends connection_init (with `{"authorization": "Bearer <token>"}` unless a
         payload is given) and waits for connection_ack; Rejected if the server closes instead."""
         if payload is None:
             payload = {"authorization": f"Bearer {token}"} if token is not None else {}
         async with ws_connect(
-            url, subprotocols=[PROTOCOL], additional_headers=headers, open_timeout=within
+            url,
+            subprotocols=[PROTOCOL],
+            additional_headers=headers,
+            open_timeout=within,
+            **({"ssl": ssl} if ssl is not None else {}),
         ) as conn:
             client = cls(conn)
             await client.send({"type": "connection_init", "payload": payload})

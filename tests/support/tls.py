@@ -10,8 +10,8 @@ from firstlume.local_tls import LocalTls
 from firstlume.local_tls import make_local_tls as _make
 
 
-def make_local_tls(directory: Path) -> LocalTls:
-    return _make(directory, days=1)
+def make_local_tls(directory: Path, hostnames: tuple[str, ...] = ("localhost",)) -> LocalTls:
+    return _make(directory, hostnames, days=1)
 
 
 __all__ = ["LocalTls", "make_local_tls"]
