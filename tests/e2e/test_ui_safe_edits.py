@@ -226,6 +226,17 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
     assert (saved["name"], saved["url"]) == ("ops-eu", f"{server.url}/hooks/two")
     assert set(saved["events"]) == {"run.failed", "run.applied"}
 
+    # Deleting it is undo-free: its name is typed first.
+    card = page.locator(".destination", has_text="/hooks/two")
+    card.get_by_role("button", name="Delete destination…").click()
+    deleting = card.get_by_test_id("confirm-delete")
+    expect(deleting.get_by_role("button", name="Delete the destination")).to_be_disabled()
+    deleting.get_by_label("Type ops-eu to confirm").fill("ops-eu")
+    ui.check_screen(page, "desktop-notification-delete-typed")
+    deleting.get_by_role("button", name="Keep it").click()
+    expect(card.get_by_test_id("confirm-delete")).to_have_count(0)
+    assert api.http.get(f"{api.o}/notifications/{destination}").status_code == 200
+
     # The same forms on a phone: they fit, and pass axe-core.
     phone = ui.open(ui.sizes["phone"])
     ui.sign_in(phone, tenant.token, "/orgs/acme/stacks/web/settings")
