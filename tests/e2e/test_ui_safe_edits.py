@@ -280,4 +280,11 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
         expect(tokens.locator(f'[data-token="ci-{size}"]').get_by_test_id("this-browser")).to_have_count(0)
         expect(tokens.get_by_test_id("this-browser")).to_have_count(1)
         ui.check_screen(tokens, f"{size}-tokens-copy")
+        # Revoking asks for the token's name; the question fits the row at both sizes.
+        tokens.get_by_role("button", name=f"Revoke ci-{size}").click()
+        revoking = tokens.get_by_test_id("confirm-delete")
+        expect(revoking).to_contain_text(f"Type ci-{size} to confirm")
+        expect(revoking.get_by_role("button", name="Revoke the token")).to_be_disabled()
+        ui.check_screen(tokens, f"{size}-tokens-revoke-typed")
+        revoking.get_by_role("button", name="Keep it").click()
     assert ui.close() == []
