@@ -197,3 +197,20 @@ async def test_settings_reach_counts_the_stacks_that_take_a_setting_from_a_level
     assert reach(org["folder"])["approvers"] == 2  # a and c
     assert reach(org["folder"])["confirm_destructive"] == 3
     assert set(reach(org["stack"]).values()) == {1}
+
+
+async def test_the_token_of_the_request_is_marked_current(
+    client: httpx.AsyncClient, ctx: Context, tenant: Tenant
+) -> None:
+    async with ctx.unit() as unit:
+        other = await accounts.create_token(unit.session, "acme", tenant.email)
+    query = "{ viewer { tokens { id current } } }"
+    current = []
+    for token in (tenant.token, other):
+        headers = {"Authorization": f"Bearer {token}"}
+        body = (await client.post("/graphql", headers=headers, json={"query": query})).json()
+        tokens = body["data"]["viewer"]["tokens"]
+        marked = [t["id"] for t in tokens if t["current"]]
+        assert len(tokens) == 2 and len(marked) == 1, body
+        current.append(marked[0])
+    assert current[0] != current[1]  # each request marks its own token

@@ -226,6 +226,17 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
     assert (saved["name"], saved["url"]) == ("ops-eu", f"{server.url}/hooks/two")
     assert set(saved["events"]) == {"run.failed", "run.applied"}
 
+    # Deleting it is undo-free: its name is typed first.
+    card = page.locator(".destination", has_text="/hooks/two")
+    card.get_by_role("button", name="Delete destination…").click()
+    deleting = card.get_by_test_id("confirm-delete")
+    expect(deleting.get_by_role("button", name="Delete the destination")).to_be_disabled()
+    deleting.get_by_label("Type ops-eu to confirm").fill("ops-eu")
+    ui.check_screen(page, "desktop-notification-delete-typed")
+    deleting.get_by_role("button", name="Keep it").click()
+    expect(card.get_by_test_id("confirm-delete")).to_have_count(0)
+    assert api.http.get(f"{api.o}/notifications/{destination}").status_code == 200
+
     # The same forms on a phone: they fit, and pass axe-core.
     phone = ui.open(ui.sizes["phone"])
     ui.sign_in(phone, tenant.token, "/orgs/acme/stacks/web/settings")
@@ -269,4 +280,11 @@ def test_edit_forms_save_and_the_server_holds_the_new_values(
         expect(tokens.locator(f'[data-token="ci-{size}"]').get_by_test_id("this-browser")).to_have_count(0)
         expect(tokens.get_by_test_id("this-browser")).to_have_count(1)
         ui.check_screen(tokens, f"{size}-tokens-copy")
+        # Revoking asks for the token's name; the question fits the row at both sizes.
+        tokens.get_by_role("button", name=f"Revoke ci-{size}").click()
+        revoking = tokens.get_by_test_id("confirm-delete")
+        expect(revoking).to_contain_text(f"Type ci-{size} to confirm")
+        expect(revoking.get_by_role("button", name="Revoke the token")).to_be_disabled()
+        ui.check_screen(tokens, f"{size}-tokens-revoke-typed")
+        revoking.get_by_role("button", name="Keep it").click()
     assert ui.close() == []

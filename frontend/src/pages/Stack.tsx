@@ -162,7 +162,7 @@ export function StackPage() {
             <label htmlFor="stack-trigger">On a push</label>
           </dt>
           <dd>
-            <TriggerPicker key={stack.trigger} org={org} slug={slug} trigger={stack.trigger} branch={stack.branch} may={stack.viewerCan.updateStack} />
+            <TriggerPicker org={org} slug={slug} trigger={stack.trigger} branch={stack.branch} may={stack.viewerCan.updateStack} />
           </dd>
         </div>
       </dl>

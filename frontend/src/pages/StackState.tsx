@@ -66,7 +66,7 @@ export function StackStatePage() {
           </div>
         </dl>
       )}
-      <LockCard org={org} slug={slug} unit={unit} lock={state.lock} onUnlocked={refetch} />
+      <LockCard org={org} slug={slug} unit={unit} lock={state.lock} onUnlocked={refetch} mayUnlock={stack.viewerCan.forceUnlock} />
       <Card title="Outputs">
         {state.outputs === null || state.outputs === undefined ? (
           <p className="muted" data-testid="outputs-hidden">
@@ -108,7 +108,22 @@ export function StackStatePage() {
   );
 }
 
-function LockCard({ org, slug, unit, lock, onUnlocked }: { org: string; slug: string; unit: string; lock: Lock | null; onUnlocked: () => Promise<void> }) {
+function LockCard({
+  org,
+  slug,
+  unit,
+  lock,
+  onUnlocked,
+  mayUnlock,
+}: {
+  org: string;
+  slug: string;
+  unit: string;
+  lock: Lock | null;
+  onUnlocked: () => Promise<void>;
+  /** Force-unlock is offered only to those the server says may (admins). */
+  mayUnlock: boolean;
+}) {
   const mutate = useMutate();
   const action = useAction();
   const [confirming, setConfirming] = useState(false);
@@ -159,9 +174,11 @@ function LockCard({ org, slug, unit, lock, onUnlocked }: { org: string; slug: st
               </div>
             </div>
           ) : (
-            <button className="btn danger-outline" onClick={() => setConfirming(true)}>
-              Force-unlock…
-            </button>
+            mayUnlock && (
+              <button className="btn danger-outline" onClick={() => setConfirming(true)}>
+                Force-unlock…
+              </button>
+            )
           )}
           <ErrorBox error={action.error} title="The lock was not released." />
         </div>
