@@ -638,7 +638,7 @@ def report_segment(seg: Segment) -> None:
     )
     print(f"      stored lines: {seg.stored_lines}; stored states: {seg.stored_states.lost} wrong")
     print(
-        f"      double launches {seg.double_launches}, relaunched phases {seg.relaunches}, phases without a result {len(seg.unreported)}"
+        f"      double launches {seg.double_launches}, relaunched phases {seg.relaunches}, phases not succeeded {len(seg.unreported)}"
     )
     if seg.watchers:
         print(f"      watchers {seg.watchers}; killed replica 0 at {seg.killed_at_s} s")
@@ -647,7 +647,7 @@ def report_segment(seg: Segment) -> None:
         for error in seg.watcher_errors[:5]:
             print(f"      watcher problem: {error}")
     for problem in seg.unreported[:5]:
-        print(f"      no result: {problem}")
+        print(f"      not succeeded: {problem}")
 
 
 def report(result: Result) -> None:
@@ -673,7 +673,11 @@ async def main(argv: list[str]) -> list[Result]:
         result = await fleet(config, kind, tmp)
         report(result)
         results.append(result)
-        await asyncio.to_thread(shutil.rmtree, tmp, True)
+        clean = all(set(seg.statuses) == {"applied"} and not seg.unreported for seg in result.segments)
+        if clean:
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+        else:
+            print(f"  (kept {tmp}: not every run applied)")
     return results
 
 

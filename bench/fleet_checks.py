@@ -55,8 +55,8 @@ def read_records(directory: Path) -> Sent:
         sent.lines.setdefault(run, []).extend(line_key(line) for line in record["lines"])
         if record["phase"] == "apply":
             sent.resources[run] = record["resources"]
-        if record["result"] is None:
-            sent.unreported.append(f"{run} {record['phase']}: {record['error']}")
+        if record["result"] != "succeeded":  # failed (reported) or nothing reported
+            sent.unreported.append(f"{run} {record['phase']} {record['result']}: {record['error']}")
     return sent
 
 

@@ -18,6 +18,9 @@ from fleet_checks import Counts
 STACKS, LINES, RESOURCES = 3, 30, 3
 
 
+# The two run on one worker: four replicas at once, each with its pools, would take a good part
+# of PostgreSQL's 100 connections from the rest of the suite.
+@pytest.mark.xdist_group("fleet")
 @pytest.mark.timeout(300)  # two replicas started, runs applied, one replica killed and its watchers moved
 @pytest.mark.parametrize("pubsub", ["postgres", "redis"])
 async def test_a_small_fleet_applies_every_run_and_every_watcher_gets_every_line_once_in_order_across_a_kill(
