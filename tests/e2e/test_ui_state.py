@@ -142,3 +142,36 @@ def test_the_state_tab_lists_resources_diffs_two_versions_and_writes_output_type
     assert SECRET not in page.content()
     ui.check_screen(page, f"{size}-stack-state-resources")
     assert ui.close() == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_a_state_of_10000_resources_is_listed_a_page_at_a_time(
+    ui: UI, server: LiveServer, tenant: Tenant, api: Api, tmp_path: Path, size: str
+) -> None:
+    api.create_stack("big", StackRepo(path=tmp_path, url="file:///nowhere", state_path=tmp_path / "none"))
+    resources = [
+        {
+            "mode": "managed",
+            "type": "terraform_data",
+            "name": f"r{n:05}",
+            "provider": 'provider["terraform.io/builtin/terraform"]',
+            "instances": [{"attributes": {"input": SECRET}}],
+        }
+        for n in range(10_000)
+    ]
+    state = {"version": 4, "serial": 1, "lineage": "big", "outputs": {}, "resources": resources}
+    answer = api.http.post(f"{api.o}/stacks/big/state", content=json.dumps(state))
+    assert answer.status_code == 200, answer.text
+
+    page = ui.open(ui.sizes[size])
+    ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/stacks/big/state")
+    rows = page.locator(".resources-table tr[data-address]")
+    expect(page.get_by_test_id("resources-range")).to_have_text("1–100 of 10,000")
+    expect(rows).to_have_count(100)
+    expect(rows.first).to_have_attribute("data-address", "terraform_data.r00000")
+    page.get_by_role("button", name="Next").click()
+    expect(page.get_by_test_id("resources-range")).to_have_text("101–200 of 10,000")
+    expect(rows.first).to_have_attribute("data-address", "terraform_data.r00100")
+    assert SECRET not in page.content()
+    ui.check_screen(page, f"{size}-stack-state-10000")
+    assert ui.close() == []

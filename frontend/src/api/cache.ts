@@ -66,14 +66,10 @@ export const cacheExchange = graphcache({
   updates: {
     Mutation: {
       // A new run belongs at the top of its stack's run lists.
-      startRun(result, args, cache) {
+      startRun(result, _args, cache) {
         const run = (result as { startRun?: { __typename?: string; stack?: { id?: string } } }).startRun;
         if (run?.__typename === "Run" && run.stack?.id) {
-          const stack = cache.keyOfEntity({ __typename: "Stack", id: run.stack.id });
-          invalidateField(cache, stack, "runs");
-          // Where the stack stands (the stacks list) and the drift overview count its runs too.
-          invalidateField(cache, stack, "summary");
-          invalidateField(cache, cache.keyOfEntity(organization(args.org)), "drift");
+          invalidateField(cache, cache.keyOfEntity({ __typename: "Stack", id: run.stack.id }), "runs");
         }
       },
       createFolder(_result, args, cache) {
