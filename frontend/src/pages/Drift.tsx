@@ -1,4 +1,4 @@
-import { useMemo, useState, type FormEvent } from "react";
+import { useMemo, useRef, useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
@@ -38,6 +38,17 @@ function Addresses({ drifted, count }: { drifted: { address: string; action: str
       {count !== undefined && count > drifted.length && <li className="muted small">and {count - drifted.length} more</li>}
     </ul>
   );
+}
+
+/**
+ * The query's data, or the last data it had for the same `key` while it is read again: saving a
+ * setting invalidates the settings in the cache (api/cache.ts), and a page that went back to
+ * "Loading" then would unmount what the viewer was doing (the error being read, a note).
+ */
+function useLastData<T>(data: T | undefined, key: string): T | undefined {
+  const last = useRef<{ key: string; data: T | undefined }>({ key, data });
+  if (data !== undefined || last.current.key !== key) last.current = { key, data };
+  return last.current.data;
 }
 
 const mayRun = (role: string | null | undefined) => role === "operator" || role === "admin";
@@ -163,7 +174,9 @@ export function DriftPage() {
   const { org = "" } = useParams();
   const { version } = useActiveRuns();
   // Live as the stacks list is: a drift run that starts or ends changes the active runs.
-  const { data, error, loading } = useApiQuery(DriftOverviewDocument, { org }, { refreshKey: version });
+  const query = useApiQuery(DriftOverviewDocument, { org }, { refreshKey: version });
+  const { error, loading } = query;
+  const data = useLastData(query.data, org);
   usePageTitle("Drift");
   const lines = useMemo(
     () =>
@@ -263,7 +276,9 @@ export function DriftPage() {
 export function StackDriftPage() {
   const { org = "", slug = "" } = useParams();
   const { version } = useActiveRuns();
-  const { data, error, loading } = useApiQuery(StackDriftDocument, { org, slug }, { refreshKey: version });
+  const query = useApiQuery(StackDriftDocument, { org, slug }, { refreshKey: version });
+  const { error, loading } = query;
+  const data = useLastData(query.data, `${org}/${slug}`);
   const stack = data?.organization?.stack;
   usePageTitle("Drift", stack ? stack.name || stack.slug : slug, "Stacks");
   if (!data && loading) return <Loading what="the drift history" />;
