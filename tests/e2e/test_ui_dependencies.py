@@ -70,7 +70,7 @@ def test_the_graph_colours_thirty_stacks_and_reaches_neighbours_by_keyboard(
 ) -> None:
     page = ui.open()
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/dependencies")
-    expect(page).to_have_title("Dependencies · Firstlume")
+    expect(page).to_have_title(f"Dependencies · {tenant.org} · Firstlume")
     nodes = page.locator("button.graph-node")
     expect(nodes).to_have_count(30)
     network = page.locator("button[data-stack='network']")

@@ -59,7 +59,7 @@ def test_drift_overview_stack_tab_and_notifications(
 ) -> None:
     page = ui.open(ui.sizes[size])
     ui.sign_in(page, tenant.token, f"/orgs/{tenant.org}/drift")
-    expect(page).to_have_title("Drift · Firstlume")
+    expect(page).to_have_title(f"Drift · {tenant.org} · Firstlume")
     app = page.locator("tr[data-stack='app']")
     expect(app.locator("[data-drift]")).to_have_text("drifted")
     expect(app).to_contain_text("terraform_data.second")
@@ -86,7 +86,7 @@ def test_drift_overview_stack_tab_and_notifications(
     expect(page.get_by_test_id("drift-schedule")).to_contain_text("No drift schedule")
 
     page.goto(f"{server.url}/orgs/{tenant.org}/notifications")
-    expect(page).to_have_title("Notifications · Firstlume")
+    expect(page).to_have_title(f"Notifications · {tenant.org} · Firstlume")
     page.get_by_label("Name").fill("ops channel")
     page.get_by_label("URL").fill(receiver.url)
     page.get_by_label("Signing secret").fill("ui-secret-93")

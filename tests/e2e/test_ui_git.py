@@ -103,7 +103,7 @@ def test_trigger_run_origin_and_git_deliveries_pages(
         expect(page.get_by_label("On a push")).to_have_value("APPLY")
 
     page.goto(f"/orgs/{tenant.org}/git")
-    expect(page).to_have_title("Git deliveries · Firstlume")
+    expect(page).to_have_title(f"Git deliveries · {tenant.org} · Firstlume")
     rows = page.get_by_test_id("deliveries").locator("tbody tr")
     expect(rows).to_have_count(2)
     expect(rows.nth(0)).to_contain_text("1 run started")

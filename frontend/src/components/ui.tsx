@@ -1,5 +1,6 @@
 import { useEffect, useState, type ReactNode } from "react";
-import { Link } from "react-router";
+import { Link, useParams } from "react-router";
+import { useAuth } from "../auth";
 import type { ApiError } from "../api/client";
 import type { ResourceState, RunStatus, RunType, StepStatus } from "../graphql/generated";
 import { ago, dateTime, resourceStateLabel, STATUS_LABEL, statusTone, typeLabel } from "../format";
@@ -117,6 +118,13 @@ export function usePageTitle(...parts: (string | null | undefined | false)[]): v
   useEffect(() => {
     document.title = title;
   }, [title]);
+}
+
+/** An organization's page: its title names the organization by its name, never its slug. */
+export function useOrgPageTitle(page: string): void {
+  const { org = "" } = useParams();
+  const { viewer } = useAuth();
+  usePageTitle(page, viewer?.organizations.find((o) => o.slug === org)?.name || org);
 }
 
 /** Nothing at this address, in words, with the way back. */

@@ -2,7 +2,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { useClient } from "urql";
 import { useApiQuery } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, useOrgPageTitle } from "../components/ui";
 import { isRoleRefusal, RoleNotice } from "../components/RoleNotice";
 import { AuditDocument, type AuditQuery } from "../graphql/generated";
 
@@ -39,7 +39,7 @@ export function AuditPage() {
     from: params.get("from") ?? "",
     to: params.get("to") ?? "",
   };
-  usePageTitle("Audit", org);
+  useOrgPageTitle("Audit");
   const variables = {
     org,
     first: PAGE,

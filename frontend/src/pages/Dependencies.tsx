@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { useApiQuery } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, useOrgPageTitle, usePageTitle } from "../components/ui";
 import { statusTone } from "../format";
 import { DependencyGraphDocument, StackDependenciesDocument, type RunStatus } from "../graphql/generated";
 import { StackHeader } from "./Stack";
@@ -46,7 +46,7 @@ export function DependenciesPage() {
   const [selected, setSelected] = useState<string | null>(null);
   const buttons = useRef(new Map<string, HTMLButtonElement>());
   const [focusNext, setFocusNext] = useState<string | null>(null);
-  usePageTitle("Dependencies");
+  useOrgPageTitle("Dependencies");
   const graph = data?.organization?.dependencyGraph;
   const columns = useMemo(() => (graph ? layers(graph.nodes, graph.edges) : []), [graph]);
   useEffect(() => {

@@ -2,7 +2,7 @@ import { useMemo, useRef, useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
-import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, NotFoundPage, StatusBadge, TimeAgo, useOrgPageTitle, usePageTitle } from "../components/ui";
 import { originLabel } from "../format";
 import {
   DriftOverviewDocument,
@@ -177,7 +177,7 @@ export function DriftPage() {
   const query = useApiQuery(DriftOverviewDocument, { org }, { refreshKey: version });
   const { error, loading } = query;
   const data = useLastData(query.data, org);
-  usePageTitle("Drift");
+  useOrgPageTitle("Drift");
   const lines = useMemo(
     () =>
       [...(data?.organization?.drift ?? [])].sort(

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useLiveSubscription, useMutate } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, useOrgPageTitle } from "../components/ui";
 import { shortSha } from "../format";
 import {
   GitDeliveriesLiveDocument,
@@ -16,7 +16,7 @@ type Delivery = GitDeliveriesLiveSubscription["gitDeliveries"][number];
  * that found a new head, newest first; and the webhook URL with its write-only secret. */
 export function GitDeliveriesPage() {
   const { org = "" } = useParams();
-  usePageTitle("Git deliveries");
+  useOrgPageTitle("Git deliveries");
   const [refresh, setRefresh] = useState(0);
   const { data, error, loading } = useApiQuery(GitDeliveriesPageDocument, { org }, { refreshKey: refresh });
   // Deliveries arrive from outside (hosts, polls): the list follows them live.

@@ -2,7 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { ConfirmChange, ConfirmDelete, Saved } from "../components/Confirm";
-import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, useOrgPageTitle } from "../components/ui";
 import { MembersDocument, RemoveMemberDocument, SetMemberDocument } from "../graphql/generated";
 
 const ROLES = [
@@ -24,7 +24,7 @@ export function MembersPage() {
   const mutate = useMutate();
   const { busy, error: actionError, run } = useAction();
   const [form, setForm] = useState({ email: "", role: "operator", groups: "" });
-  usePageTitle("Members", org);
+  useOrgPageTitle("Members");
   const organization = data?.organization;
   if (!data && loading) return <Loading what="members" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;

@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, useOrgPageTitle } from "../components/ui";
 import { isRoleRefusal, RoleNotice } from "../components/RoleNotice";
 import { ConfirmDelete, Saved } from "../components/Confirm";
 import {
@@ -23,7 +23,7 @@ const DELIVERY_TONE: Record<Delivery["status"], string> = { DELIVERED: "success"
 export function NotificationsPage() {
   const { org = "" } = useParams();
   const { data, error, loading, refetch } = useApiQuery(NotificationsDocument, { org });
-  usePageTitle("Notifications");
+  useOrgPageTitle("Notifications");
   if (!data && loading) return <Loading what="the notifications" />;
   if (error && !data && !isRoleRefusal(error)) return <ErrorBox error={error} />;
   const destinations = data?.organization?.notifications ?? [];

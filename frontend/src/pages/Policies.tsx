@@ -2,7 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { ConfirmDelete } from "../components/Confirm";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
-import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, useOrgPageTitle } from "../components/ui";
 import { CreatePolicyDocument, DeletePolicyDocument, PoliciesDocument, TestPolicyDocument, UpdatePolicyDocument } from "../graphql/generated";
 
 const STARTER = `package firstlume.example
@@ -30,7 +30,7 @@ export function PoliciesPage() {
   const [compileError, setCompileError] = useState<CompileError | null>(null);
   const [testRun, setTestRun] = useState("");
   const [tested, setTested] = useState<Tested | null>(null);
-  usePageTitle("Policies", org);
+  useOrgPageTitle("Policies");
   const organization = data?.organization;
   if (!data && loading) return <Loading what="policies" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;

@@ -3,7 +3,7 @@ import { Link, useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { ConfirmChange, ConfirmDelete, Saved } from "../components/Confirm";
 import { ManageFolder, ManageStack } from "../components/Manage";
-import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, NotFoundPage, TimeAgo, useOrgPageTitle, usePageTitle } from "../components/ui";
 import { originLabel, plural } from "../format";
 import {
   DeleteVariableDocument,
@@ -52,7 +52,7 @@ export function OrgSettingsPage() {
   const { org = "" } = useParams();
   const { data, error, loading } = useApiQuery(OrgLevelDocument, { org });
   const organization = data?.organization;
-  usePageTitle("Settings", org);
+  useOrgPageTitle("Settings");
   if (!data && loading) return <Loading what="settings" />;
   if (!organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
   return (
@@ -73,7 +73,7 @@ export function FolderSettingsPage() {
   const { org = "", "*": path = "" } = useParams();
   const { data, error, loading } = useApiQuery(FolderLevelDocument, { org, path });
   const folder = data?.organization?.folder;
-  usePageTitle(path, "Folder settings");
+  useOrgPageTitle(`Settings · ${path}`);
   if (!data && loading) return <Loading what="the folder" />;
   if (!data?.organization || !folder) {
     return (
@@ -126,7 +126,7 @@ export function StackSettingsPage() {
   const { org = "", slug = "" } = useParams();
   const { data, error, loading } = useApiQuery(StackLevelDocument, { org, slug });
   const stack = data?.organization?.stack;
-  usePageTitle("Settings", slug);
+  usePageTitle("Settings", stack ? stack.name || stack.slug : slug, "Stacks");
   if (!data && loading) return <Loading what="the stack's settings" />;
   if (!data?.organization || !stack) {
     return error ? <ErrorBox error={error} /> : <NotFoundPage title={`There is no stack “${slug}” here.`} back={`/orgs/${org}/stacks`} backLabel="All stacks" />;

@@ -3,7 +3,7 @@ import { useNavigate, useParams, useSearchParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { useActiveRuns } from "../components/ActiveRuns";
 import { FolderTree, type FolderNode } from "../components/FolderTree";
-import { Card, Empty, ErrorBox, Loading, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, useOrgPageTitle } from "../components/ui";
 import { hasStatus, STACK_STATUSES, type StackStatusKey } from "../data/stackSummary";
 import {
   CreateFolderDocument,
@@ -89,7 +89,7 @@ export function StacksPage() {
     else next.delete(name);
     setParams(next, { replace: true });
   };
-  usePageTitle("Stacks", org);
+  useOrgPageTitle("Stacks");
 
   return (
     <div className="page">

@@ -2,7 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { useAction, useApiQuery, useMutate } from "../api/hooks";
 import { ConfirmDelete } from "../components/Confirm";
-import { Card, Empty, ErrorBox, Loading, TimeAgo, usePageTitle } from "../components/ui";
+import { Card, Empty, ErrorBox, Loading, TimeAgo, useOrgPageTitle } from "../components/ui";
 import { dateTime } from "../format";
 import { CreateTokenDocument, RevokeTokenDocument, TokensDocument } from "../graphql/generated";
 
@@ -21,7 +21,7 @@ export function TokensPage() {
   const { busy, error: actionError, run } = useAction();
   const [form, setForm] = useState({ name: "", expiresIn: "30d" });
   const [created, setCreated] = useState<{ name: string; token: string } | null>(null);
-  usePageTitle("API tokens", org);
+  useOrgPageTitle("API tokens");
   if (!data && loading) return <Loading what="your tokens" />;
   if (!data?.organization) return <ErrorBox error={error ?? `There is no organization "${org}" that you are a member of.`} />;
   const tokens = data.viewer.tokens;
