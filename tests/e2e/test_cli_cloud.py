@@ -1,7 +1,7 @@
 """The real `terraform` CLI as a client of Firstlume over HTTPS (a `cloud` block): init, a remote
 plan whose log streams, apply answered "yes", output, state list, a second plan with no changes,
-and destroy; the runs and state versions are Firstlume's own. The token given as TF_TOKEN_<host>
-alone; a CLI apply's log live in a GraphQL subscription while the CLI prints it."""
+and destroy, the token given as TF_TOKEN_<host> alone; the runs and state versions are Firstlume's
+own. A CLI apply's log live in a GraphQL subscription while the CLI prints it."""
 
 from __future__ import annotations
 
@@ -42,63 +42,82 @@ def tls_server(database_url: str, tmp_path: Path, tenant: Tenant) -> Iterator[Tl
         yield served
 
 
-def test_init_plan_apply_output_state_destroy(
-    tls_server: TlsServer, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
+def test_tf_token_alone_init_plan_apply_output_state_destroy(
+    database_url: str, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "main.tf").write_text(main_tf(tls_server.host, tenant.org))
-    env = cli_env(tmp_path, tls_server, tenant.token)
+    # Port 443 of a loopback address of this test's own: a host a variable's name can spell.
+    with served_tls(database_url, tmp_path, free_loopback_address()) as served:
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "main.tf").write_text(main_tf(served.host, tenant.org))
+        env = token_env(tmp_path, served, tenant.token)
+        variable = "TF_TOKEN_" + served.host.replace(".", "_")
+        assert env[variable] == tenant.token
+        assert "credentials" not in Path(env["TF_CLI_CONFIG_FILE"]).read_text()
 
-    tf(["init", "-input=false"], code, env)
-    planned = tf(["plan", "-input=false"], code, env)
-    assert "Running plan in" in planned.stdout, planned.stdout
-    assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
+        # Without the variable the CLI has no token for the host: it is what authenticates below.
+        refused = subprocess.run(
+            ["terraform", "init", "-input=false"],
+            cwd=code,
+            env={k: v for k, v in env.items() if k != variable},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode != 0, refused.stdout
+        assert "token" in refused.stderr.lower(), refused.stderr
 
-    http = tls_server.http(tenant)
-    request.addfinalizer(http.close)
-    o = f"{tls_server.server.url}/api/v1/orgs/{tenant.org}"
-    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
-    assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
-    assert runs[0]["trigger"]["configuration_version"].startswith("cv-")
+        tf(["init", "-input=false"], code, env)
+        planned = tf(["plan", "-input=false"], code, env)
+        assert "Running plan in" in planned.stdout, planned.stdout
+        assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
 
-    applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
-    assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
-    runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
-    apply_run = runs[0]
-    assert (apply_run["type"], apply_run["status"]) == ("apply", "applied")
-    # Per-resource states, as for any run.
-    changes = http.get(f"{o}/runs/{apply_run['id']}/changes").text
-    for address in ("terraform_data.a", "terraform_data.b", "terraform_data.c"):
-        assert address in changes
-    assert '"state":"done"' in changes.replace(" ", ""), changes
+        http = served.http(tenant)
+        request.addfinalizer(http.close)
+        o = f"{served.server.url}/api/v1/orgs/{tenant.org}"
+        runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+        assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [("plan", "planned", "cli")]
+        assert runs[0]["trigger"]["configuration_version"].startswith("cv-")
 
-    output = tf(["output", "-raw", "c"], code, env)
-    assert output.stdout == "a"
-    listed = tf(["state", "list"], code, env)
-    assert listed.stdout.split() == ["terraform_data.a", "terraform_data.b", "terraform_data.c"]
+        applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
+        assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
+        runs = http.get(f"{o}/stacks/{WORKSPACE}/runs").json()["runs"]
+        assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [
+            ("apply", "applied", "cli"),
+            ("plan", "planned", "cli"),
+        ]
+        apply_run = runs[0]
+        # Per-resource states, as for any run.
+        changes = http.get(f"{o}/runs/{apply_run['id']}/changes").text
+        for address in ("terraform_data.a", "terraform_data.b", "terraform_data.c"):
+            assert address in changes
+        assert '"state":"done"' in changes.replace(" ", ""), changes
 
-    again = tf(["plan", "-input=false"], code, env)
-    assert "No changes." in again.stdout, again.stdout
+        output = tf(["output", "-raw", "c"], code, env)
+        assert output.stdout == "a"
+        listed = tf(["state", "list"], code, env)
+        assert listed.stdout.split() == ["terraform_data.a", "terraform_data.b", "terraform_data.c"]
 
-    versions = http.get(f"{o}/stacks/{WORKSPACE}/state/versions").json()["versions"]
-    assert versions and versions[0]["run"]["id"] == apply_run["id"], versions
+        again = tf(["plan", "-input=false"], code, env)
+        assert "No changes." in again.stdout, again.stdout
 
-    destroyed = tf(["destroy"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
-    # The remote apply's own summary, streamed from the executor's Terraform.
-    assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
-    listed = tf(["state", "list"], code, env)
-    assert listed.stdout.split() == []
+        versions = http.get(f"{o}/stacks/{WORKSPACE}/state/versions").json()["versions"]
+        assert versions and versions[0]["run"]["id"] == apply_run["id"], versions
 
-    # A lock left behind (here taken over the API) is released by `terraform force-unlock`.
-    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
-    locked = http.post(
-        f"{tls_server.server.url}/api/v2/workspaces/{workspace.json()['data']['id']}/actions/lock"
-    )
-    assert locked.json()["data"]["attributes"]["locked"] is True, locked.text
-    tf(["force-unlock", "-force", f"{tenant.org}/{WORKSPACE}"], code, env)
-    workspace = http.get(f"{tls_server.server.url}/api/v2/organizations/{tenant.org}/workspaces/{WORKSPACE}")
-    assert workspace.json()["data"]["attributes"]["locked"] is False
+        destroyed = tf(["destroy"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
+        # The remote apply's own summary, streamed from the executor's Terraform.
+        assert "Resources: 0 added, 0 changed, 3 destroyed." in destroyed.stdout, destroyed.stdout
+        listed = tf(["state", "list"], code, env)
+        assert listed.stdout.split() == []
+
+        # A lock left behind (here taken over the API) is released by `terraform force-unlock`.
+        v2 = f"{served.server.url}/api/v2"
+        workspace = http.get(f"{v2}/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+        locked = http.post(f"{v2}/workspaces/{workspace.json()['data']['id']}/actions/lock")
+        assert locked.json()["data"]["attributes"]["locked"] is True, locked.text
+        tf(["force-unlock", "-force", f"{tenant.org}/{WORKSPACE}"], code, env)
+        workspace = http.get(f"{v2}/organizations/{tenant.org}/workspaces/{WORKSPACE}")
+        assert workspace.json()["data"]["attributes"]["locked"] is False
 
 
 def _latest_run(http: httpx.Client, o: str) -> dict[str, Any] | None:
@@ -291,50 +310,6 @@ def test_make_run_tls_prints_the_ssl_cert_file_export_the_cli_needs(tmp_path: Pa
         tf(["init", "-input=false"], code, env)
         planned = tf(["plan", "-input=false"], code, env)
         assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
-
-
-def test_tf_token_of_the_host_alone_authenticates_init_plan_and_apply(
-    database_url: str, tenant: Tenant, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    # Port 443 of a loopback address of this test's own: a host a variable's name can spell.
-    with served_tls(database_url, tmp_path, free_loopback_address()) as served:
-        code = tmp_path / "code"
-        code.mkdir()
-        (code / "main.tf").write_text(main_tf(served.host, tenant.org))
-        env = token_env(tmp_path, served, tenant.token)
-        variable = "TF_TOKEN_" + served.host.replace(".", "_")
-        assert env[variable] == tenant.token
-        assert "credentials" not in Path(env["TF_CLI_CONFIG_FILE"]).read_text()
-
-        # Without the variable the CLI has no token for the host: it is what authenticates below.
-        refused = subprocess.run(
-            ["terraform", "init", "-input=false"],
-            cwd=code,
-            env={k: v for k, v in env.items() if k != variable},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert refused.returncode != 0, refused.stdout
-        assert "token" in refused.stderr.lower(), refused.stderr
-
-        tf(["init", "-input=false"], code, env)
-        planned = tf(["plan", "-input=false"], code, env)
-        assert "Running plan in" in planned.stdout, planned.stdout
-        assert "Plan: 3 to add, 0 to change, 0 to destroy." in planned.stdout, planned.stdout
-        applied = tf(["apply"], code, {**env, "TF_INPUT": "1"}, stdin="yes\n")
-        assert "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." in applied.stdout, applied.stdout
-
-        http = served.http(tenant)
-        request.addfinalizer(http.close)
-        runs = http.get(f"{served.server.url}/api/v1/orgs/{tenant.org}/stacks/{WORKSPACE}/runs").json()[
-            "runs"
-        ]
-        assert [(r["type"], r["status"], r["trigger"]["kind"]) for r in runs] == [
-            ("apply", "applied", "cli"),
-            ("plan", "planned", "cli"),
-        ]
-        assert tf(["output", "-raw", "c"], code, env).stdout == "a"
 
 
 RUN_LOG = """subscription($org: String!, $id: ID!) {
