@@ -262,22 +262,25 @@ function ResourcesCard({ org, slug, unit }: { org: string; slug: string; unit: s
   const page = data?.organization?.stack?.state.resources;
   // Typing narrows the list once the typing pauses.
   useEffect(() => {
+    if (draft.trim() === search) return;
     const timer = window.setTimeout(() => {
       setSearch(draft.trim());
       setOffset(0);
     }, 250);
     return () => window.clearTimeout(timer);
-  }, [draft]);
+  }, [draft, search]);
 
+  // What is on screen is the server's answer: its offset, not the one asked for meanwhile.
   const total = page?.totalCount ?? 0;
-  const last = Math.min(offset + RESOURCES_PAGE, total);
+  const shownFrom = page?.offset ?? 0;
+  const last = Math.min(shownFrom + RESOURCES_PAGE, total);
   return (
     <Card title={`Resources${page && !search ? ` (${total.toLocaleString()})` : ""}`}>
       <div className="filters resource-filters">
         <input type="search" aria-label="Find resources by address, type or provider" placeholder="Find by address, type or provider" value={draft} onChange={(e) => setDraft(e.target.value)} />
         {page && (
           <span className="small muted" role="status" data-testid="resources-range">
-            {total === 0 ? "No resources" : `${(offset + 1).toLocaleString()}–${last.toLocaleString()} of ${total.toLocaleString()}`}
+            {total === 0 ? "No resources" : `${(shownFrom + 1).toLocaleString()}–${last.toLocaleString()} of ${total.toLocaleString()}`}
             {search && " matching"}
           </span>
         )}
@@ -311,7 +314,7 @@ function ResourcesCard({ org, slug, unit }: { org: string; slug: string; unit: s
           <button className="btn small" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - RESOURCES_PAGE))}>
             Previous
           </button>
-          <button className="btn small" disabled={last >= total} onClick={() => setOffset(offset + RESOURCES_PAGE)}>
+          <button className="btn small" disabled={offset + RESOURCES_PAGE >= total} onClick={() => setOffset(offset + RESOURCES_PAGE)}>
             Next
           </button>
         </div>
