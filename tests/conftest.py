@@ -42,6 +42,10 @@ from support.statements import StatementCounter
 from support.terraform import install_cli_config
 from support.waiting import wait_until
 
+# The browser tests' fixtures module, imported by several test modules and declared as a plugin by
+# others: rewritten wherever it is first imported (else the later plugin declaration is an error).
+pytest.register_assert_rewrite("support.browser")
+
 PG_SERVER = os.environ.get("FIRSTLUME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 # The Redis server of the Redis pub/sub backend's tests (tests/test_pubsub_redis.py).
 REDIS_SERVER = os.environ.get("FIRSTLUME_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

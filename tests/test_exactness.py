@@ -220,8 +220,10 @@ GET_ROUTES: dict[str, dict[str, str]] = {
     "/api/v1/executor/configuration-version": {},
 }  # fmt: skip
 # The sign-in's steps in the browser (services/access/oidc.py): identity providers add parameters
-# of their own to the callback (iss, session_state, scope), so these take what they are given.
-SIGN_IN_STEPS = {"/api/v1/sso/login", "/api/v1/sso/callback"}
+# of their own to the callback (iss, session_state, scope), so these take what they are given; and
+# terraform login's check (services/access/cli_login.py), which takes OAuth's parameters and answers
+# in OAuth's error shape (RFC 6749 §5.2), not Firstlume's.
+SIGN_IN_STEPS = {"/api/v1/sso/login", "/api/v1/sso/callback", "/api/v1/cli-login/check"}
 
 
 def served_get_routes(settings: Settings) -> set[str]:

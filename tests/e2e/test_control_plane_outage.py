@@ -19,13 +19,15 @@ from support.waiting import wait_until
 
 pytestmark = requires_terraform
 
-TIMEOUT = 3
-OUTAGE = 8
+# The executors beat every second (conftest's settings_env): a timeout of a few beats would be
+# missed by a stall of the loaded test machine alone, so it is eight beats, and the outage longer.
+TIMEOUT = 8
+OUTAGE = 12
 SLOW = """
 resource "terraform_data" "slow" {
   input = "s"
   provisioner "local-exec" {
-    command = "sleep 14"
+    command = "sleep 22"
   }
 }
 """
