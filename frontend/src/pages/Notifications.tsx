@@ -16,6 +16,25 @@ import {
 type Destination = NonNullable<NotificationsQuery["organization"]>["notifications"][number];
 type Delivery = Destination["deliveries"][number];
 
+/** The events a destination is sent, as checkboxes: the add form's and the edit form's. */
+function EventChoices({ events, onChange }: { events: string[]; onChange: (events: string[]) => void }) {
+  return (
+    <fieldset className="event-choices">
+      <legend>Events</legend>
+      {EVENTS.map((name) => (
+        <label key={name} className="check">
+          <input
+            type="checkbox"
+            checked={events.includes(name)}
+            onChange={() => onChange(events.includes(name) ? events.filter((e) => e !== name) : [...events, name])}
+          />{" "}
+          <span className="mono small">{name}</span>
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
 const EVENTS = ["run.awaiting_approval", "run.applied", "run.failed", "run.drifted", "run.discarded", "run.canceled", "run.no_changes", "run.planned"];
 const DELIVERY_TONE: Record<Delivery["status"], string> = { DELIVERED: "success", FAILED: "danger", PENDING: "waiting", RETRYING: "warning" };
 
@@ -80,10 +99,6 @@ function NewDestination({ org, onCreated }: { org: string; onCreated: () => Prom
     });
   }
 
-  function toggle(name: string) {
-    setForm({ ...form, events: form.events.includes(name) ? form.events.filter((e) => e !== name) : [...form.events, name] });
-  }
-
   return (
     <Card title="Add a destination">
       <form className="notification-form" onSubmit={save}>
@@ -110,14 +125,7 @@ function NewDestination({ org, onCreated }: { org: string; onCreated: () => Prom
           Signing secret
           <input type="password" autoComplete="off" placeholder="optional, write-only" value={form.secret} onChange={(e) => setForm({ ...form, secret: e.target.value })} />
         </label>
-        <fieldset className="event-choices">
-          <legend>Events</legend>
-          {EVENTS.map((name) => (
-            <label key={name} className="check">
-              <input type="checkbox" checked={form.events.includes(name)} onChange={() => toggle(name)} /> <span className="mono small">{name}</span>
-            </label>
-          ))}
-        </fieldset>
+        <EventChoices events={form.events} onChange={(events) => setForm({ ...form, events })} />
         <div>
           <button className="btn primary" type="submit" disabled={action.busy}>
             Add destination
@@ -255,9 +263,6 @@ function EditDestination({ org, destination, onSaved }: { org: string; destinati
     action.reset();
     setForm(next);
   };
-  function toggle(name: string) {
-    change({ ...form, events: form.events.includes(name) ? form.events.filter((e) => e !== name) : [...form.events, name] });
-  }
   async function save(event: FormEvent) {
     event.preventDefault();
     await action.run(async () => {
@@ -289,14 +294,7 @@ function EditDestination({ org, destination, onSaved }: { org: string; destinati
         New signing secret
         <input type="password" autoComplete="off" placeholder={destination.hasSecret ? "empty: keep the current one" : "optional, write-only"} value={form.secret} onChange={(e) => change({ ...form, secret: e.target.value })} />
       </label>
-      <fieldset className="event-choices">
-        <legend>Events</legend>
-        {EVENTS.map((name) => (
-          <label key={name} className="check">
-            <input type="checkbox" checked={form.events.includes(name)} onChange={() => toggle(name)} /> <span className="mono small">{name}</span>
-          </label>
-        ))}
-      </fieldset>
+      <EventChoices events={form.events} onChange={(events) => change({ ...form, events })} />
       <div>
         <button className="btn primary" type="submit" disabled={action.busy}>
           Save destination
