@@ -96,6 +96,7 @@ def test_the_chart_may_create_its_own_secret_from_values() -> None:
     [
         ("controlPlane.heartbeatTimeout", -1, "less than or equal to the minimum"),
         ("controlPlane.heartbeatTimeout", "ten minutes", "is not of type"),
+        ("controlPlane.databasePoolSize", 0, "less than the minimum"),
         ("controlPlane.replicaCount", 0, "less than the minimum"),
         ("controlPlane.scheduler", "on", "is not of type 'boolean'"),
         ("controlPlane.logLevel", "loud", "is not one of"),
@@ -343,7 +344,15 @@ MATRIX: dict[str, dict[str, Any]] = {
             "annotations": {"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600"},
         }
     },
-    "heartbeat-timeout": {"controlPlane": {"heartbeatTimeout": 42, "schedulerInterval": 0.5}},
+    "heartbeat-timeout": {
+        "controlPlane": {
+            "heartbeatTimeout": 42,
+            "schedulerInterval": 0.5,
+            "databasePoolSize": 8,
+            "databaseMaxOverflow": 4,
+            "databasePoolTimeout": 2.5,
+        }
+    },
     "executor-resources-and-node-selectors": {
         "controlPlane": {"tolerations": [{"key": "system", "operator": "Exists", "effect": "NoSchedule"}]},
         "executor": {
@@ -475,6 +484,9 @@ def test_the_configmap_is_read_by_the_settings_model_as_the_values_say(
     )
     assert settings.heartbeat_timeout == values["controlPlane"]["heartbeatTimeout"]
     assert settings.scheduler_interval == values["controlPlane"]["schedulerInterval"]
+    assert settings.database_pool_size == values["controlPlane"]["databasePoolSize"]
+    assert settings.database_max_overflow == values["controlPlane"]["databaseMaxOverflow"]
+    assert settings.database_pool_timeout == values["controlPlane"]["databasePoolTimeout"]
     k8s = settings.k8s
     assert k8s.instance == RELEASE
     assert k8s.namespace == (executor["namespace"] or NAMESPACE)

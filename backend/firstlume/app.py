@@ -116,12 +116,24 @@ def build_launcher(settings: Settings) -> Launcher:
     )
 
 
+def _request_pool(settings: Settings) -> dict[str, float]:
+    """The size of the requests' and the scheduler's PostgreSQL pool (SQLite keeps its default:
+    one writer at a time, whatever the pool)."""
+    if settings.database_url.startswith("sqlite"):
+        return {}
+    return {
+        "pool_size": settings.database_pool_size,
+        "max_overflow": settings.database_max_overflow,
+        "pool_timeout": settings.database_pool_timeout,
+    }
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = Database(settings.database_url)
+        db = Database(settings.database_url, **_request_pool(settings))
         protect_data_dir(settings)
         pubsub = PubSub(settings.pubsub_url)
         await pubsub.connect()

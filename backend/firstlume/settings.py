@@ -403,6 +403,34 @@ class Settings(_EnvSettings):
         description="comma-separated base64 32-byte keys, newest first (`firstlume keygen`)",
         json_schema_extra=doc(default_text="generated file (SQLite only)", secret=True),
     )
+    database_pool_size: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description=(
+            "PostgreSQL connections each process keeps open for requests and the scheduler; with "
+            "the overflow below, the most it opens is their sum (plus 3 of the outbox relay and "
+            "senders), so replicas × that sum must stay under the server's max_connections"
+        ),
+        json_schema_extra=doc(helm="controlPlane.databasePoolSize"),
+    )
+    database_max_overflow: int = Field(
+        default=20,
+        ge=0,
+        le=1000,
+        description="PostgreSQL connections opened beyond the pool for a burst and closed when returned",
+        json_schema_extra=doc(helm="controlPlane.databaseMaxOverflow"),
+    )
+    database_pool_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description=(
+            "seconds a request waits for a PostgreSQL connection when the pool and its overflow "
+            "are all in use, before it is answered 503 `storage_unavailable` (retry in a moment)"
+        ),
+        json_schema_extra=doc(helm="controlPlane.databasePoolTimeout"),
+    )
     heartbeat_timeout: float = Field(
         default=600.0,
         gt=0,

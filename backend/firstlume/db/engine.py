@@ -28,12 +28,17 @@ from firstlume.domain import json_output, json_stored
 # Marks a connection whose transaction only reads (see Database.read).
 READ_ONLY = "firstlume_read_only"
 
-# PostgreSQL connections kept open per process. Overflow connections are closed as soon as they
-# are returned, so a pool too small for the usual burst (a page's DataLoader batches, a log line
-# fanned out, a scheduler pass) opens and closes a server session per burst; a pool that covers
-# the burst reuses them. Overflow stays as headroom for rare peaks.
+# PostgreSQL connections kept open per process, by default (the server's are set by
+# FIRSTLUME_DATABASE_POOL_SIZE and FIRSTLUME_DATABASE_MAX_OVERFLOW). Overflow connections are
+# closed as soon as they are returned, so a pool too small for the usual burst (a page's
+# DataLoader batches, a log line fanned out, a scheduler pass) opens and closes a server session
+# per burst; a pool that covers the burst reuses them. Overflow stays as headroom for rare peaks.
 POOL_SIZE = 20
 MAX_OVERFLOW = 20
+# Seconds a request waits for a pooled connection when all are taken before it is answered 503
+# storage_unavailable (services/storage.py), rather than SQLAlchemy's 30; the server's is
+# FIRSTLUME_DATABASE_POOL_TIMEOUT.
+POOL_TIMEOUT_SECONDS = 10
 # Connections are renewed after half an hour so that idle ones are not cut by firewalls in between.
 POOL_RECYCLE_SECONDS = 1800
 
@@ -92,6 +97,7 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("pool_size", POOL_SIZE)
     kwargs.setdefault("max_overflow", MAX_OVERFLOW)
     kwargs.setdefault("pool_recycle", POOL_RECYCLE_SECONDS)
+    kwargs.setdefault("pool_timeout", POOL_TIMEOUT_SECONDS)
     engine = create_async_engine(url, **kwargs)
 
     @event.listens_for(engine.sync_engine, "checkout")

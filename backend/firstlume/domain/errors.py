@@ -155,8 +155,8 @@ class PayloadTooLarge(InvalidRequest):
 
 
 class StorageUnavailable(FirstlumeError):
-    """The database cannot store anything now (full disk, read-only, connection gone). `kind`
-    names which (`full`, `read_only`, `gone`); a run that failed of it says so in its error,
+    """The database cannot store anything now (full disk, read-only, connection gone, no
+    connection free). `kind` names which (`full`, `read_only`, `gone`, `busy`); a run that failed of it says so in its error,
     starting with `reason_prefix`."""
 
     code = "storage_unavailable"
@@ -174,10 +174,13 @@ class StorageUnavailable(FirstlumeError):
         return {
             "read_only": "the database accepted reads only",
             "gone": "the database could not be reached",
+            "busy": "the database had no free connection",
         }.get(self.kind, "the database's disk was full")
 
     @property
     def reason_prefix(self) -> str:
-        return {"read_only": "storage read-only", "gone": "storage unavailable"}.get(
-            self.kind, "storage full"
-        )
+        return {
+            "read_only": "storage read-only",
+            "gone": "storage unavailable",
+            "busy": "storage unavailable",
+        }.get(self.kind, "storage full")

@@ -14,6 +14,8 @@ from firstlume.domain.errors import StorageUnavailable
 _FULL = {"53100", "53000"}
 _READ_ONLY = {"25006"}
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006"}
+# too_many_connections: the server's max_connections are all taken (by this and other replicas).
+_NO_CONNECTION_FREE = {"53300"}
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -45,6 +47,13 @@ def storage_failure(error: BaseException) -> StorageUnavailable | None:
                 "an operator makes it writable again. Retry the change later.",
                 kind="read_only",
             )
+        if state in _NO_CONNECTION_FREE or "too many clients" in text or _pool_exhausted(item):
+            return StorageUnavailable(
+                "The database has no free connection right now (every one is in use); retry in a "
+                "moment. If this lasts, an operator should lower FIRSTLUME_DATABASE_POOL_SIZE and "
+                "FIRSTLUME_DATABASE_MAX_OVERFLOW across replicas or raise the server's max_connections.",
+                kind="busy",
+            )
         if state in _GONE or type(item).__name__ in ("ConnectionDoesNotExistError", "ConnectionRefusedError"):
             return StorageUnavailable("The database connection was lost; retry in a moment.", kind="gone")
         if type(item).__name__ == "InternalClientError" and "another operation" in text:
@@ -58,6 +67,11 @@ def storage_failure(error: BaseException) -> StorageUnavailable | None:
                 kind="full",
             )
     return None
+
+
+def _pool_exhausted(error: BaseException) -> bool:
+    """SQLAlchemy's pool gave up waiting for one of its own connections (pool_timeout)."""
+    return type(error).__name__ == "TimeoutError" and type(error).__module__ == "sqlalchemy.exc"
 
 
 # How long after this process last met a storage failure /readyz still reports storage as

@@ -186,6 +186,9 @@ class FirstlumeGraphQL(GraphQL[GraphQLContext, None]):
             or context.connection.headers.get("authorization")
         )
         await context.authenticate(authorization)
+        if context.storage_error is not None:
+            storage = context.storage_error
+            raise ConnectionRejectionError({"code": storage.code, "message": storage.message})
         if context.actor is None:
             raise ConnectionRejectionError({"code": "unauthenticated", "message": context.auth_error})
         accepted: UnsetType = UNSET  # strawberry types the UNSET singleton as Any

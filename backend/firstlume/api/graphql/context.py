@@ -13,11 +13,12 @@ from strawberry.types import Info
 from firstlume.api.authorization import token_from
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.org_root import OrgRoot, about_of
-from firstlume.domain.errors import Unauthenticated
+from firstlume.domain.errors import StorageUnavailable, Unauthenticated
 from firstlume.services import accounts
 from firstlume.services.context import Actor, Context
 from firstlume.services.reads import ReadScope
 from firstlume.services.reads.catalog import OrganizationRecord, StackRecord
+from firstlume.services.storage import storage_failure
 
 MISSING_TOKEN = "Send an API token: 'Authorization: Bearer <token>'."
 
@@ -31,6 +32,9 @@ class GraphQLContext:
     response: Any
     actor: Actor | None = None
     auth_error: str = MISSING_TOKEN
+    # Why the caller could not be read at all (no database connection free, …): the first
+    # resolver that needs an actor raises it, and the client is answered 503 in its words.
+    storage_error: StorageUnavailable | None = None
     # Set by strawberry from the graphql-transport-ws connection_init payload.
     connection_params: dict[str, Any] = field(default_factory=dict)
     # One read session per HTTP request (closed by the endpoint when the response is ready); a
@@ -56,6 +60,8 @@ class GraphQLContext:
         return self._loaders
 
     def require_actor(self) -> Actor:
+        if self.storage_error is not None:
+            raise self.storage_error
         if self.actor is None:
             raise Unauthenticated(self.auth_error)
         return self.actor
@@ -64,7 +70,7 @@ class GraphQLContext:
         """Reads `Bearer <token>`; on failure the reason is kept for the first resolver that needs
         an actor (HTTP) or for refusing the connection (WebSocket). With `about`, the organization
         and stack the query is about are read in the same statement."""
-        self.actor, self.about = None, None
+        self.actor, self.about, self.storage_error = None, None, None
         try:
             token = bearer_token(authorization)
         except Unauthenticated as error:
@@ -85,6 +91,12 @@ class GraphQLContext:
                     self.about = about
         except Unauthenticated as error:
             self.auth_error = error.message
+        except Exception as error:
+            # Raised here, in an extension, it would reach the client unmasked and as a 200.
+            failure = storage_failure(error)
+            if failure is None:
+                raise
+            self.storage_error, self.auth_error = failure, failure.message
 
     def known_org(self, slug: str) -> tuple[OrganizationRecord | None, dict[str, StackRecord | None]] | None:
         """The organization `slug` (None: the caller is no member of one) and the stacks read with
