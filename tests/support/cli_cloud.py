@@ -9,7 +9,6 @@ import random
 import socket
 import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import LiveServer, Tenant, die_with_parent, free_port, settings_env, stop_live_server
+from conftest import LiveServer, Tenant, free_port, settings_env, stop_live_server
+from support.forked import FORKS
 from support.terraform import terraform_env
 from support.tls import LocalTls, make_local_tls
 from support.waiting import wait_until
@@ -108,15 +108,9 @@ def served_tls(database_url: str, tmp_path: Path, address: str | None = None) ->
         "SSL_CERT_FILE": str(tls.ca_cert),
     }
     log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log_file:
-        serve = ["serve", "--host", bind, "--port", str(port), "--log-level", "warning"]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "firstlume", *serve],
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
+    log_path.unlink(missing_ok=True)
+    serve = ["serve", "--host", bind, "--port", str(port), "--log-level", "warning"]
+    process = FORKS.spawn(serve, env, log_path)
     server = LiveServer(url=url, process=process, log_path=log_path, env=env)
     try:
         wait_until(
