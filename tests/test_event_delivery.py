@@ -5,7 +5,6 @@ connection comes back by itself after the server ends it."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
 from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, Subscription, org_runs_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
+from support.pubsub_waits import publish_until_delivered
 from support.waiting import until
 
 O = "/api/v1/orgs/acme"
@@ -200,20 +200,7 @@ async def test_live_events_flow_again_after_postgresql_ends_the_event_connection
 
             after = LogAppended(run_id="r1", step="plan", offset=1, end=2)
 
-            async def delivered() -> bool:
-                # The publisher's own connection was ended too: it refuses until it is back.
-                try:
-                    await publisher.publish("run_r1", after)
-                except PublishFailed:
-                    return False
-                # Sent before the listener listens again, it is lost: then the next try counts.
-                deadline = time.monotonic() + 1
-                while (left := deadline - time.monotonic()) > 0:
-                    if await events.next(seconds=left) == after:
-                        return True
-                return False
-
-            await until(delivered, 30, "an event published after the connections came back")
+            await publish_until_delivered(publisher, events, "run_r1", after)
     finally:
         await listener.disconnect()
         await publisher.disconnect()

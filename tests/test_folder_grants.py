@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from conftest import Tenant
-from firstlume.services import accounts
 from firstlume.services.context import Context
+from support.members import add_member, grant_folder
 from support.runs import plan_run, start
 from test_graphql_api import synthetic_plan
 
@@ -33,17 +33,8 @@ async def _world(client: httpx.AsyncClient, ctx: Context, tenant: Tenant) -> dic
         ("rex", "reader", []),
         ("ola", "operator", ["net"]),
     ):
-        put = await client.put(
-            f"{O}/members/{name}@example.com", headers=h, json={"role": role, "groups": groups}
-        )
-        assert put.status_code == 200, put.text
-        async with ctx.unit() as unit:
-            token = await accounts.create_token(unit.session, "acme", f"{name}@example.com")
-        people[name] = {"Authorization": f"Bearer {token}"}
-    granted = await client.put(
-        f"{O}/folders/network/grants", headers=h, json={"grants": {"group:net": "operator"}}
-    )
-    assert granted.status_code == 200, granted.text
+        people[name] = await add_member(client, ctx, h, "acme", f"{name}@example.com", role, groups)
+    await grant_folder(client, h, "acme", "network", {"group:net": "operator"})
     return people
 
 

@@ -6,7 +6,6 @@ cannot be reached at start is a clear error; a connection Redis ends comes back 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,13 +18,14 @@ from starlette.applications import Starlette
 from conftest import REDIS_SERVER, Tenant, free_port, make_stack, make_tenant, settings_env
 from firstlume.app import create_app
 from firstlume.protocol.events import LogAppended
-from firstlume.pubsub import PublishFailed, PubSub
+from firstlume.pubsub import PubSub
 from firstlume.pubsub_redis import BrokerUnreachable, ReconnectingRedisBackend
 from firstlume.services import dispatch, logs
 from firstlume.services.context import Context
 from firstlume.services.logs import follow_log
 from firstlume.settings import Settings
 from support.executor_api import ExecutorReports
+from support.pubsub_waits import publish_until_delivered
 from support.runs import start
 from support.waiting import until
 
@@ -171,20 +171,9 @@ async def test_live_events_flow_again_after_redis_ends_the_connections() -> None
 
             after = LogAppended(run_id="r1", step="plan", offset=1, end=2)
 
-            async def delivered() -> bool:
-                # The publisher's pooled connection was ended too: that publish fails, the next
-                # goes through a new connection.
-                try:
-                    await publisher.publish("run_redis_lost", after)
-                except PublishFailed:
-                    return False
-                deadline = time.monotonic() + 1
-                while (left := deadline - time.monotonic()) > 0:
-                    if await events.next(seconds=left) == after:
-                        return True
-                return False
-
-            await until(delivered, 30, "an event published after the connections came back")
+            # The publisher's pooled connection was ended too: a publish fails, the next goes
+            # through a new connection.
+            await publish_until_delivered(publisher, events, "run_redis_lost", after)
             await until(lambda: subscribed(name), 10, "the listener subscribed again")
     finally:
         await listener.disconnect()

@@ -28,9 +28,13 @@ MAPPING = {
 }
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    with running_provider(free_port(), tmp_path / "provider.log") as running:
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    """One provider for the module's tests (each starts a control plane of its own, which reads the
+    provider's keys afresh): a test sets the users it signs in as, and a tampered token response
+    is taken by the very next sign-in, the test's own."""
+    log = tmp_path_factory.mktemp("oidc-provider") / "provider.log"
+    with running_provider(free_port(), log) as running:
         yield running
 
 

@@ -38,11 +38,7 @@ output "password" {
 def applied(api: Api, tmp_path: Path) -> str:
     url, _ = make_repo(tmp_path / "repo", {"infra/main.tf": CODE})
     api.create_stack("app", StackRepo(path=tmp_path / "repo", url=url, state_path=tmp_path / "none"))
-    run_id = api.start("app", "apply")
-    api.wait(run_id, "awaiting_approval")
-    api.approve(run_id)
-    api.wait(run_id, "applied")
-    return run_id
+    return api.apply_approved("app")
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
@@ -98,11 +94,7 @@ output "sizes" { value = tomap({ small = 1 }) }
 def applied_twice(api: Api, applied: str, tmp_path: Path) -> str:
     repo = StackRepo(path=tmp_path / "repo", url="", state_path=tmp_path / "none")
     repo.commit({"main.tf": SECOND}, "Add a cache")
-    run_id = api.start("app", "apply")
-    api.wait(run_id, "awaiting_approval")
-    api.approve(run_id)
-    api.wait(run_id, "applied")
-    return run_id
+    return api.apply_approved("app")
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])

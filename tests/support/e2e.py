@@ -107,6 +107,14 @@ class Api:
         assert response.status_code == 200, response.text
         return response.json()  # type: ignore[no-any-return]
 
+    def apply_approved(self, stack: str) -> str:
+        """An apply of `stack`, approved once its plan awaits approval; returns it applied."""
+        run_id = self.start(stack, "apply")
+        self.wait(run_id, "awaiting_approval")
+        self.approve(run_id)
+        self.wait(run_id, "applied")
+        return run_id
+
     def settings(self, path: str, body: dict[str, Any]) -> None:
         response = self.http.patch(f"{self.o}{path}/settings", content=json.dumps(body))
         assert response.status_code == 200, response.text
