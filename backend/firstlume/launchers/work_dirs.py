@@ -73,6 +73,9 @@ class WorkDirs:
         except BlockingIOError:
             os.close(fd)
             return 0  # an executor (or its launcher) still works in it
+        if not _still_at(fd, lock_path):
+            os.close(fd)
+            return 0  # another start-up removed it meanwhile (and perhaps a launcher made it anew)
         existed = path.exists()
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -92,5 +95,22 @@ class WorkDirs:
             except BlockingIOError:
                 os.close(fd)  # being cleaned up by a start-up this very moment: another name
                 continue
+            if not _still_at(fd, Path(str(path) + LOCK_SUFFIX)):
+                # Another control plane's start-up took this lock file between our open and our
+                # lock (no directory yet: a leftover to it) and removed it: a lock on a file that is
+                # no longer at its path guards nothing, and a later start-up would remove the
+                # directory in use. Another name.
+                os.close(fd)
+                continue
             os.mkdir(path, 0o700)
             return WorkDir(path, fd)
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the file open as `fd` is still the one at `path`."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
