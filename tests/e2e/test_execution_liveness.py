@@ -15,7 +15,7 @@ from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_l
 from firstlume.db.engine import Database
 from firstlume.db.models import Run
 from support.e2e import Api, make_stack_repo
-from support.processes import executor_pids
+from support.processes import executor_pids, the_one_executor
 from support.terraform import requires_terraform
 from support.waiting import wait_until
 
@@ -68,8 +68,7 @@ def test_hung_executor_fails_its_run_after_the_heartbeat_timeout(api: Api, tmp_p
     api.create_stack("app", make_stack_repo(tmp_path, SLOW))
     run_id = api.start("app", "apply")
     _applying(api, run_id)
-    pids = executor_pids(run_id)
-    assert len(pids) == 1
+    pids = [the_one_executor(run_id)]
     os.kill(pids[0], signal.SIGSTOP)  # alive, but silent: no more heartbeats
     try:
         run = api.wait(run_id, "failed", timeout=30)
@@ -88,8 +87,7 @@ def test_killed_executor_fails_the_run_at_once_and_the_next_run_starts(api: Api,
     queued = api.start("app", "plan")
     _applying(api, run_id)
     assert api.run(queued)["status"] == "queued"
-    pids = executor_pids(run_id)
-    assert len(pids) == 1
+    pids = [the_one_executor(run_id)]
     os.kill(pids[0], signal.SIGKILL)
     # The launcher reports the death itself: the error is its own, not the heartbeat timeout's.
     run = api.wait(run_id, "failed", timeout=10)

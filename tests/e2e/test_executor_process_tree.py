@@ -17,7 +17,7 @@ from conftest import LiveServer, Tenant, settings_env, start_live_server, stop_l
 from firstlume.launchers import sandbox
 from firstlume.launchers.process_tree import session_members
 from support.e2e import Api, make_stack_repo
-from support.processes import executor_pids
+from support.processes import the_one_executor
 from support.terraform import requires_terraform
 from support.waiting import wait_until
 
@@ -66,10 +66,6 @@ def server(database_url: str, tmp_path: Path, tenant: Tenant, sandbox_mode: str)
     stop_live_server(served)
 
 
-def _one(pids: list[int]) -> list[int] | None:
-    return pids if len(pids) == 1 else None
-
-
 class Running:
     """A run whose provisioner sleeps: its executor, its work dir, its session, the sleep."""
 
@@ -89,7 +85,7 @@ resource "terraform_data" "slow" {{
         self.sleeps = wait_until(lambda: _pids_with(self.marker), 90, "the provisioner to start")
         # The apply's executor: the plan's may still be on its way out (its work dir removed,
         # its process ending) when the apply's provisioner starts on a busy machine.
-        pids = wait_until(lambda: _one(executor_pids(self.run_id)), 30, "one executor left: the apply's")
+        pids = [the_one_executor(self.run_id)]  # the apply's
         self.executor = pids[0]
         self.work_dir = Path(os.readlink(f"/proc/{self.executor}/cwd"))
         assert self.work_dir.is_relative_to(tmp_path / "work")

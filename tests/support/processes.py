@@ -29,3 +29,16 @@ def executor_pids(run_id: str) -> list[int]:
         ):
             pids.append(int(proc.name))
     return pids
+
+
+def the_one_executor(run_id: str, within: float = 30) -> int:
+    """The pid of the run's one executor, once it is the only one: a phase's executor that has
+    reported its result may still be exiting (slowly, on a loaded machine) when the next phase's
+    has started."""
+    from support.waiting import wait_until
+
+    def alone() -> list[int] | None:
+        pids = executor_pids(run_id)
+        return pids if len(pids) == 1 else None
+
+    return wait_until(alone, within, f"one executor left for run {run_id}")[0]
