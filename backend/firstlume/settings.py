@@ -409,8 +409,9 @@ class Settings(_EnvSettings):
         le=1000,
         description=(
             "PostgreSQL connections each process keeps open for requests and the scheduler; with "
-            "the overflow below, the most it opens is their sum (plus 3 of the outbox relay and "
-            "senders), so replicas × that sum must stay under the server's max_connections"
+            "the overflow below, the most it opens is their sum (plus up to 7 of the outbox relay, "
+            "the senders and the live-update listener), so replicas × that must stay under the "
+            "server's max_connections"
         ),
         json_schema_extra=doc(helm="controlPlane.databasePoolSize"),
     )

@@ -156,8 +156,8 @@ class PayloadTooLarge(InvalidRequest):
 
 class StorageUnavailable(FirstlumeError):
     """The database cannot store anything now (full disk, read-only, connection gone, no
-    connection free). `kind` names which (`full`, `read_only`, `gone`, `busy`); a run that failed of it says so in its error,
-    starting with `reason_prefix`."""
+    connection free). `kind` names which (`full`, `read_only`, `gone`, `busy`); a run that failed
+    of it says so in its error, starting with `reason_prefix`."""
 
     code = "storage_unavailable"
     http_status = 503
