@@ -56,7 +56,9 @@ def server(database_url: str, tmp_path: Path, tenant: Tenant, sandbox_mode: str)
         settings_env(
             database_url,
             tmp_path / "data",
-            FIRSTLUME_HEARTBEAT_TIMEOUT="3",
+            # Short enough for the heartbeat test to wait out, long enough not to fail a healthy
+            # run on a loaded machine (3 seconds did in CI, in test_execution_liveness).
+            FIRSTLUME_HEARTBEAT_TIMEOUT="8",
             FIRSTLUME_EXECUTOR_SANDBOX=sandbox_mode,
             FIRSTLUME_EXECUTOR_WORK_DIR=str(tmp_path / "work"),
         ),
