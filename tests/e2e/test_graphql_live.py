@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect as ws_connect
 
 from conftest import (
     LiveServer,
@@ -29,7 +31,7 @@ from firstlume.services import dispatch
 from firstlume.services.context import Context
 from support.e2e import make_stack_repo
 from support.executor_api import ExecutorReports
-from support.graphql_ws import GraphQLWebSocket, Rejected, SubscriptionError, ws_url
+from support.graphql_ws import PROTOCOL, GraphQLWebSocket, Rejected, SubscriptionError, ws_url
 from support.secrets import database_bytes
 from support.terraform import requires_terraform
 
@@ -403,6 +405,20 @@ async def test_websockets_need_a_valid_token_and_see_only_their_organization(
             await (await ws.subscribe("subscription { nope }")).next_payload()
     transcript = "\n".join(ws.transcript)
     assert "net" not in transcript.replace("not_found", "") and "Traceback" not in transcript
+
+
+async def test_a_client_offering_compression_is_served_without_it(server: LiveServer, tenant: Tenant) -> None:
+    # permessage-deflate keeps a zlib compressor and decompressor per connection, about 40 KB
+    # of a watcher's memory (README, Fleet scale, F4): the server declines it.
+    async with ws_connect(
+        ws_url(server.url), subprotocols=[PROTOCOL], compression="deflate", ping_interval=None
+    ) as raw:
+        assert raw.response is not None
+        assert "Sec-WebSocket-Extensions" not in raw.response.headers
+        await raw.send(
+            json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {tenant.token}"}})
+        )
+        assert json.loads(await raw.recv())["type"] == "connection_ack"
 
 
 # Real Terraform, served with its scheduler ------------------------------------------------------
