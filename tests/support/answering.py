@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from support.http_threads import served_on_a_thread
+
 REFUSAL = b'{"error": {"code": "unauthenticated", "message": "refused (test)"}}'
 
 
@@ -33,14 +35,12 @@ def answering(status: int, body: bytes = b"", *, hold: threading.Event | None = 
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        if hold is not None:
-            hold.set()
-        server.shutdown()
-        server.server_close()
+    with served_on_a_thread(server):
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            if hold is not None:
+                hold.set()
 
 
 def refusing_control_plane(hold: threading.Event | None = None) -> contextlib.AbstractContextManager[str]:

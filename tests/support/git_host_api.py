@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from support.http_threads import served_on_a_thread
+
 PREFIXES = {"github": "/api/v3", "gitea": "/api/v1", "gitlab": "/api/v4"}
 
 
@@ -116,10 +118,5 @@ class GitHostApi(ThreadingHTTPServer):
 
     @contextmanager
     def running(self) -> Iterator[GitHostApi]:
-        thread = threading.Thread(target=self.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with served_on_a_thread(self):
             yield self
-        finally:
-            self.shutdown()
-            self.server_close()

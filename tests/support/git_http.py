@@ -12,11 +12,12 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from support.http_threads import served_on_a_thread
 
 HTTPS_TOKEN_USER = "x-access-token"
 
@@ -102,10 +103,5 @@ class GitHttpServer(ThreadingHTTPServer):
 
     @contextmanager
     def running(self) -> Iterator[GitHttpServer]:
-        thread = threading.Thread(target=self.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with served_on_a_thread(self):
             yield self
-        finally:
-            self.shutdown()
-            self.server_close()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from support.http_threads import served_on_a_thread
+
 
 @dataclass(frozen=True)
 class Received:
@@ -80,11 +82,8 @@ def webhook_receiver() -> Iterator[Receiver]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     receiver.server = server
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield receiver
-    finally:
-        receiver.release.set()
-        server.shutdown()
-        server.server_close()
+    with served_on_a_thread(server):
+        try:
+            yield receiver
+        finally:
+            receiver.release.set()
