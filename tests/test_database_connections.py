@@ -7,23 +7,19 @@ run out of. The pool's size is a setting (FIRSTLUME_DATABASE_POOL_SIZE, …_MAX_
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 
 from conftest import (
-    PG_SERVER,
     PgDatabases,
     Tenant,
     _asyncpg_url,
-    _pg_admin,
     make_tenant,
     settings_env,
 )
@@ -32,6 +28,7 @@ from firstlume.domain.errors import StorageUnavailable
 from firstlume.services.storage import storage_failure
 from firstlume.settings import Settings
 from support.error_codes import acheck_error_codes
+from support.pg_roles import limited_role
 
 VIEWER = {"query": "{ viewer { email } }"}
 
@@ -108,39 +105,16 @@ async def test_requests_waiting_for_a_full_pool_get_503_in_words_then_are_served
 async def test_a_server_that_refuses_another_session_gets_503_in_words_then_serves_again(
     pg_database: str, tmp_path: Path
 ) -> None:
-    # A role of its own whose connection limit the test turns down to 0: PostgreSQL then answers
-    # a new session with SQLSTATE 53300, as it does when max_connections are all taken.
-    role = f"fl_limited_{uuid.uuid4().hex[:10]}"
-    await _pg_admin(f"CREATE ROLE {role} LOGIN")
-    grants = await asyncpg.connect(_asyncpg_url(pg_database))
-    try:
-        await grants.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
-        await grants.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
-    finally:
-        await grants.close()
-    server = PG_SERVER.split("://", 1)[1].split("@", 1)[-1].rsplit("/", 1)[0]
-    url = f"postgresql+asyncpg://{role}@{server}/{pg_database}"
-    env = settings_env(url, tmp_path / "data", FIRSTLUME_SCHEDULER="off")
-    try:
+    async with limited_role(pg_database) as role:
+        env = settings_env(role.url, tmp_path / "data", FIRSTLUME_SCHEDULER="off")
         async with served(Settings.from_env(env)) as (app, client):
             tenant: Tenant = await make_tenant(app.state.ctx, "acme", "ada@example.com")
-            await _pg_admin(f"ALTER ROLE {role} CONNECTION LIMIT 0")
+            await role.refuse_new_sessions()
             await app.state.ctx.db.engine.dispose()  # the pooled sessions go; new ones are refused
             assert_no_free_connection(await client.post("/graphql", json=VIEWER, headers=tenant.headers))
             assert_no_free_connection(
                 await client.get(f"/api/v1/orgs/{tenant.org}/stacks", headers=tenant.headers)
             )
-            await _pg_admin(f"ALTER ROLE {role} CONNECTION LIMIT -1")
+            await role.accept_sessions()
             answer = await client.post("/graphql", json=VIEWER, headers=tenant.headers)
             assert answer.status_code == 200, answer.text
-    finally:
-        # Its privileges go with it (DROP OWNED, in the database that granted them), then the role.
-        admin = await asyncpg.connect(_asyncpg_url(pg_database))
-        try:
-            await admin.execute(f"DROP OWNED BY {role}")
-        finally:
-            await admin.close()
-        await _pg_admin(
-            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",
-            f"DROP ROLE {role}",
-        )

@@ -28,6 +28,7 @@ from firstlume.protocol.events import Event, LogAppended, RunStatusChanged
 from firstlume.pubsub import APPLICATION_NAME, PublishFailed, PubSub, Subscription, org_runs_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
+from support.pg_roles import limited_role
 from support.pubsub_waits import publish_until_delivered
 from support.waiting import until
 
@@ -204,6 +205,29 @@ async def test_live_events_flow_again_after_postgresql_ends_the_event_connection
     finally:
         await listener.disconnect()
         await publisher.disconnect()
+
+
+async def test_live_events_flow_again_after_postgresql_refused_new_sessions_for_a_while(
+    pg_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with limited_role(pg_database) as role:
+        listener = PubSub(role.dsn.replace("postgresql://", "postgres://"))
+        publisher = PubSub(pg_pubsub_url(pg_database))
+        await listener.connect()
+        await publisher.connect()
+        try:
+            async with listener.subscribe("run_r1") as events:
+                # The listener's connection ends, and PostgreSQL refuses its next ones (53300).
+                await role.refuse_new_sessions()
+                await until(
+                    lambda: "too many connections" in caplog.text, 30, "a reconnect refused by PostgreSQL"
+                )
+                await role.accept_sessions()
+                after = LogAppended(run_id="r1", step="plan", offset=1, end=2)
+                await publish_until_delivered(publisher, events, "run_r1", after)
+        finally:
+            await listener.disconnect()
+            await publisher.disconnect()
 
 
 async def test_events_sent_in_one_round_trip_arrive_in_order_on_each_of_their_channels(

@@ -69,6 +69,10 @@ APPLICATION_NAME = "firstlume-pubsub"
 
 # What ends a PostgreSQL connection from the outside, as asyncpg reports it.
 CONNECTION_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, TimeoutError)
+# What refuses a new connection for a while: every session taken ("too many clients"), a server
+# starting up or shutting down. A reconnect tries again after these too; it used to end at the
+# first, and the replica then heard no live event until it restarted.
+REFUSED_FOR_NOW = (*CONNECTION_ERRORS, asyncpg.TooManyConnectionsError, asyncpg.CannotConnectNowError)
 
 
 class _ReconnectingPostgresBackend(BroadcastBackend):
@@ -148,7 +152,7 @@ class _ReconnectingPostgresBackend(BroadcastBackend):
 
     async def _reconnect(self) -> None:
         async for attempt in retry.BROKER_RECONNECT.retrying(
-            CONNECTION_ERRORS, log=log, what="reconnecting the pub/sub connection"
+            REFUSED_FOR_NOW, log=log, what="reconnecting the pub/sub connection"
         ):
             with attempt:
                 async with self._turn:

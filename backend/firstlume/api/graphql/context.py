@@ -92,11 +92,16 @@ class GraphQLContext:
         except Unauthenticated as error:
             self.auth_error = error.message
         except Exception as error:
-            # Raised here, in an extension, it would reach the client unmasked and as a 200.
-            failure = storage_failure(error)
-            if failure is None:
-                raise
-            self.storage_error, self.auth_error = failure, failure.message
+            self.keep_storage_failure(error)
+
+    def keep_storage_failure(self, error: Exception) -> None:
+        """Keeps a storage failure met in an extension for the first resolver that needs an actor:
+        raised there, it would reach the client unmasked (HTTP: a 200; a WebSocket: an operation
+        completed with no answer). Any other error is raised."""
+        failure = storage_failure(error)
+        if failure is None:
+            raise error
+        self.storage_error, self.auth_error = failure, failure.message
 
     def known_org(self, slug: str) -> tuple[OrganizationRecord | None, dict[str, StackRecord | None]] | None:
         """The organization `slug` (None: the caller is no member of one) and the stacks read with

@@ -96,8 +96,14 @@ class TokenStillValid(SchemaExtension):
         ctx = self.execution_context.context
         actor = getattr(ctx, "actor", None)
         if isinstance(getattr(ctx, "connection", None), WebSocket) and actor is not None and actor.token_id:
-            async with ctx.loaders().reads.session() as session:
-                if not await token_usable(session, actor.token_id):
+            ctx.storage_error = None  # the connection's context outlives each operation
+            try:
+                async with ctx.loaders().reads.session() as session:
+                    usable = await token_usable(session, actor.token_id)
+            except Exception as error:
+                ctx.keep_storage_failure(error)
+            else:
+                if not usable:
                     ctx.actor, ctx.auth_error = None, REVOKED
         yield
 
