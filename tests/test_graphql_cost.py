@@ -306,6 +306,42 @@ async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscr
     assert per_event == [1, 1, 1], app_statements.statements
 
 
+async def test_a_run_status_change_is_read_once_for_every_active_runs_subscriber(
+    app: Starlette, app_statements: StatementCounter, ctx: Context, tenant: Tenant
+) -> None:
+    """The process keeps one feed of an organization's active runs for all of its subscribers
+    (every open page has one): the runs an event names are read once, whatever their number."""
+    await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
+    served: Context = app.state.ctx
+    graphql_context = GraphQLContext(app=served, connection=None, response=None)  # type: ignore[arg-type]
+    async with served.db.transaction() as session:
+        graphql_context.actor = await accounts.authenticate(session, tenant.token)
+    subscriptions = []
+    for _ in range(5):
+        subscription = await schema.subscribe(
+            'subscription { activeRuns(org: "acme") { id status } }', context_value=graphql_context
+        )
+        assert hasattr(subscription, "__anext__")
+        first = await asyncio.wait_for(anext(subscription), 10)
+        assert first.data == {"activeRuns": []}  # type: ignore[union-attr]
+        subscriptions.append(subscription)
+
+    reads = []
+    try:
+        for _ in range(2):
+            with app_statements.counting() as statements:
+                # Through the served app's services, so that its pub/sub carries the event.
+                run_id = await start(served, tenant.token, ORG, "net", "plan")
+                results = [await asyncio.wait_for(anext(s), 10) for s in subscriptions]
+            for result in results:
+                assert {"id": run_id, "status": "QUEUED"} in result.data["activeRuns"]  # type: ignore[index]
+            reads.append(len([s for s in statements if "FROM runs" in s and "runs.id IN" in s]))
+    finally:
+        for subscription in subscriptions:
+            await subscription.aclose()  # type: ignore[attr-defined]
+    assert reads == [1, 1], app_statements.statements
+
+
 # Depth and breadth ----------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from firstlume.launchers.base import PhaseLaunch
 from firstlume.protocol.events import Event
 from firstlume.pubsub import PubSub
 from firstlume.services.access.token_watch import TokenWatch
+from firstlume.services.active_runs import ActiveRunsFeeds
 from firstlume.services.logs import LogTails
 from firstlume.services.ports import Kickable, Notifier, SchedulerPort
 from firstlume.services.storage import StorageWatch
@@ -85,13 +86,16 @@ class Context:
     # The storage failures this process met, for /readyz: one watch for every context the app
     # builds from the first (dataclasses.replace keeps it).
     storage: StorageWatch = field(default_factory=StorageWatch)
-    # This process's live log readers, one tail per run (services/logs.py), and its watch over
-    # the tokens of open subscriptions (one query for all).
+    # This process's live log readers, one tail per run (services/logs.py), its feeds of
+    # active runs, one per organization (services/active_runs.py), and its watch over the
+    # tokens of open subscriptions (one query for all).
     log_tails: LogTails = field(init=False)
+    active_runs: ActiveRunsFeeds = field(init=False)
     token_watch: TokenWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.log_tails = LogTails(self)
+        self.active_runs = ActiveRunsFeeds(self)
         self.token_watch = TokenWatch(self)
 
     @asynccontextmanager

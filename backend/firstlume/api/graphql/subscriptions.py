@@ -23,7 +23,7 @@ from firstlume.api.graphql.context import GraphQLContext
 from firstlume.api.graphql.loaders import Loaders
 from firstlume.api.graphql.types import LogChunk, ResourceChange, Run
 from firstlume.domain.errors import InvalidRequest, NotFound
-from firstlume.domain.runs import ACTIVE, FINISHED
+from firstlume.domain.runs import FINISHED
 from firstlume.protocol.events import (
     ChangesStored,
     ResourcesChanged,
@@ -31,7 +31,7 @@ from firstlume.protocol.events import (
     RunUpdated,
     StepChanged,
 )
-from firstlume.pubsub import CLOSED, org_runs_channel, run_channel
+from firstlume.pubsub import CLOSED, run_channel
 from firstlume.services import accounts
 from firstlume.services.context import Context
 from firstlume.services.logs import SAFETY_POLL_SECONDS
@@ -42,7 +42,6 @@ from firstlume.services.reads.changes import ChangeRecord
 from firstlume.services.reads.runs import RunRecord
 
 Ctx = Info[GraphQLContext, None]
-ACTIVE_VALUES = {s.value for s in ACTIVE}
 
 
 async def run_of_org(info: Ctx, org: str, run_id: str) -> RunRecord:
@@ -174,52 +173,18 @@ async def follow_resources(ctx: Context, run_id: str) -> AsyncIterator[list[Reso
 # Active runs ----------------------------------------------------------------------------------
 
 
-def _ordered(rows: dict[str, RunRecord]) -> list[RunRecord]:
-    return sorted(rows.values(), key=lambda r: (r.created_at, r.number))
-
-
-def _fingerprint_list(rows: dict[str, RunRecord]) -> Any:
-    return tuple(sorted((r.id, r.status, r.updated_at) for r in rows.values()))
-
-
-async def _active(ctx: Context, org: OrganizationRecord) -> dict[str, RunRecord]:
-    async with ctx.db.read() as session:
-        [rows] = await run_reads.active_runs(session, [org.id])
-    return {r.id: r for r in rows}
-
-
 async def follow_active_runs(ctx: Context, org: OrganizationRecord) -> AsyncIterator[list[Run]]:
-    async with ctx.pubsub.subscribe(org_runs_channel(org.id)) as events:
-        loaders = Loaders(ctx)
-        active = await _active(ctx, org)
-        yield [Run(row=r, loaders=loaders) for r in _ordered(active)]
-        while True:
-            event = await events.next(SAFETY_POLL_SECONDS)
-            if event is None:
-                fresh = await _active(ctx, org)
-                if _fingerprint_list(fresh) == _fingerprint_list(active):
-                    continue
-                changed_ids = set(fresh) | set(active)
-                active = fresh
-            else:
-                batch = [event, *events.pending()]
-                if any(e is CLOSED for e in batch):
-                    return
-                changed_ids = {e.run_id for e in batch if isinstance(e, RunStatusChanged)}
-                if not changed_ids:
-                    continue
-                ids = sorted(changed_ids)
-                async with ctx.db.read() as session:
-                    rows = await run_reads.runs_by_id(session, ids)
-                for run_id, row in zip(ids, rows, strict=True):
-                    if row is not None and row.org_id == org.id and row.status in ACTIVE_VALUES:
-                        active[run_id] = row
-                    else:
-                        active.pop(run_id, None)
-            for run_id in changed_ids:
+    """The organization's feed (services/active_runs.py), shared by this process's followers; the
+    fields beside each run are this follower's own reads, forgotten for the runs that changed."""
+    loaders = Loaders(ctx)
+    async for active in ctx.active_runs.follow(org.id):
+        if active.changed is None:
+            loaders = Loaders(ctx)
+        else:
+            for run_id in active.changed:
                 loaders.forget_run(run_id)
             loaders.forget_volatile()
-            yield [Run(row=r, loaders=loaders) for r in _ordered(active)]
+        yield [Run(row=r, loaders=loaders) for r in active.runs]
 
 
 # The schema's root ----------------------------------------------------------------------------
