@@ -20,7 +20,7 @@ from typing import Protocol
 
 from firstlume.db.engine import Database
 from firstlume.domain.runs import ACTIVE
-from firstlume.protocol.events import Closed, Event, Resync, RunStatusChanged
+from firstlume.protocol.events import Closed, Event, RunStatusChanged
 from firstlume.pubsub import PubSub, org_runs_channel
 from firstlume.services.logs import SAFETY_POLL_SECONDS
 from firstlume.services.reads import runs as run_reads
@@ -98,8 +98,9 @@ class _OrgFeed:
 
     async def _apply(self, batch: list[Event]) -> frozenset[str]:
         """Brings the list up to date; the ids of the runs that changed in it."""
-        if not batch or any(isinstance(e, Resync) for e in batch):
-            # No event for a while, or some were lost: the database itself says.
+        if not batch:
+            # No event for a while, or some were lost (pubsub.Subscription.next: None after a
+            # Resync): the database itself says.
             fresh = await self._read_all()
             if _fingerprint(fresh) == _fingerprint(self.runs):
                 return frozenset()
