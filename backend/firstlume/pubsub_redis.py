@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -48,6 +49,9 @@ HEALTH_CHECK_SECONDS = 10
 
 
 CLIENT_NAME = "firstlume-pubsub"
+# How long a SUBSCRIBE waits for Redis to have processed it (seconds). Past it, the connection is
+# in trouble: its reader reconnects, and every subscriber then gets a Resync.
+SUBSCRIBED_WITHIN = 10.0
 
 
 class BrokerUnreachable(Exception):
@@ -77,6 +81,8 @@ class ReconnectingRedisBackend(BroadcastBackend):
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
+        # PINGs sent on the pub/sub connection, by token, until their answer is read.
+        self._pings: dict[str, asyncio.Future[None]] = {}
 
     def _new_client(self) -> aioredis.Redis:
         # No silent retries: a lost connection must be seen here, to send the Resync.
@@ -142,6 +148,9 @@ class ReconnectingRedisBackend(BroadcastBackend):
                     return
                 await self._reconnect(pubsub)
                 continue
+            if message is not None and message.get("type") == "pong":
+                self._answered(_text(message["data"]))
+                continue
             if message is None or message.get("type") != "message":
                 continue
             channel = _text(message["channel"])
@@ -165,8 +174,31 @@ class ReconnectingRedisBackend(BroadcastBackend):
             self._queue.put_nowait(BroadcastEvent(channel=channel, message=resync))
 
     async def subscribe(self, channel: str) -> None:
+        """Returns once Redis has processed the SUBSCRIBE, as LISTEN does on PostgreSQL: a live
+        view subscribes, then reads what is stored, and an event published in between must reach
+        it. redis-py only sends the command; a PING sent after it on the same connection is
+        answered after it, so its answer says that the subscription is in place. (Without it, a
+        busy Redis could read a PUBLISH from another connection first, and the view waited for
+        its safety re-read: tests/test_pubsub_redis.py, in CI.)"""
         self._channels.add(channel)
         await self._on_connection("subscribe", channel)
+        if self._pubsub is None:  # not connected: nothing to wait for
+            return
+        token = uuid.uuid4().hex
+        answered = self._pings[token] = asyncio.get_running_loop().create_future()
+        try:
+            async with self._turn:
+                await self._pubsub.ping(token)
+            await asyncio.wait_for(answered, SUBSCRIBED_WITHIN)
+        except (*CONNECTION_ERRORS, TimeoutError):
+            pass  # the reader reconnects, subscribes again and sends a Resync
+        finally:
+            self._pings.pop(token, None)
+
+    def _answered(self, token: str) -> None:
+        answered = self._pings.get(token)
+        if answered is not None and not answered.done():
+            answered.set_result(None)
 
     async def unsubscribe(self, channel: str) -> None:
         self._channels.discard(channel)
