@@ -174,9 +174,11 @@ export function LogViewer({
 
   // Measured (wrapped) rows change the total height after they are drawn: follow that too.
   const total = virtualizer.getTotalSize();
+  // Where this view last scrolled itself to keep the end in sight (see onScroll).
+  const pinnedAt = useRef(0);
   useLayoutEffect(() => {
     const el = box.current;
-    if (following && el) el.scrollTop = el.scrollHeight;
+    if (following && el) pinnedAt.current = scrollToEnd(el);
   }, [following, version, count, total, full]);
 
   // The view itself changes size (full screen, the window, the apply summary pinned below it):
@@ -187,7 +189,7 @@ export function LogViewer({
     const el = box.current;
     if (!el || typeof ResizeObserver === "undefined") return;
     const observer = new ResizeObserver(() => {
-      if (followingNow.current) el.scrollTop = el.scrollHeight;
+      if (followingNow.current) pinnedAt.current = scrollToEnd(el);
     });
     observer.observe(el);
     return () => observer.disconnect();
@@ -217,6 +219,10 @@ export function LogViewer({
     const el = box.current;
     if (!el) return;
     const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 32;
+    // A scroll event of this view's own scrolling says nothing of the reader: the view may have
+    // changed size since (the apply summary pinned below it appears as the run ends), leaving its
+    // end out of sight until the resize is seen. Only the reader moving up stops following.
+    if (!atEnd && following && el.scrollTop >= pinnedAt.current - 1) return;
     if (atEnd !== following) setFollowing(atEnd);
   }
 
@@ -453,4 +459,10 @@ export function LogViewer({
       )}
     </div>
   );
+}
+
+/** Scrolls `el` to its end; where it stopped (the browser keeps scrollTop within its range). */
+function scrollToEnd(el: HTMLElement): number {
+  el.scrollTop = el.scrollHeight;
+  return el.scrollTop;
 }
