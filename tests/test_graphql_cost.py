@@ -261,6 +261,14 @@ async def test_a_page_of_a_run_with_5000_changes_costs_as_few_statements_as_one_
     )
 
 
+async def signed_in(served: Context, tenant: Tenant) -> GraphQLContext:
+    """A GraphQL context of the served app, signed in as the tenant, for schema.subscribe."""
+    graphql_context = GraphQLContext(app=served, connection=None, response=None)  # type: ignore[arg-type]
+    async with served.db.transaction() as session:
+        graphql_context.actor = await accounts.authenticate(session, tenant.token)
+    return graphql_context
+
+
 async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscribers(
     app: Starlette, app_statements: StatementCounter, ctx: Context, tenant: Tenant
 ) -> None:
@@ -279,9 +287,7 @@ async def test_each_log_event_costs_one_small_read_whatever_the_number_of_subscr
 
     for i in range(300):
         await append(f"existing line {i}\n")
-    graphql_context = GraphQLContext(app=served, connection=None, response=None)  # type: ignore[arg-type]
-    async with served.db.transaction() as session:
-        graphql_context.actor = await accounts.authenticate(session, tenant.token)
+    graphql_context = await signed_in(served, tenant)
     subscriptions = []
     for _ in range(3):
         subscription = await schema.subscribe(
@@ -313,9 +319,7 @@ async def test_a_run_status_change_is_read_once_for_every_active_runs_subscriber
     (every open page has one): the runs an event names are read once, whatever their number."""
     await make_stack(ctx, tenant, {"slug": "net", "repository": "file:///repo"})
     served: Context = app.state.ctx
-    graphql_context = GraphQLContext(app=served, connection=None, response=None)  # type: ignore[arg-type]
-    async with served.db.transaction() as session:
-        graphql_context.actor = await accounts.authenticate(session, tenant.token)
+    graphql_context = await signed_in(served, tenant)
     subscriptions = []
     for _ in range(5):
         subscription = await schema.subscribe(
